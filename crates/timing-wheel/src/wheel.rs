@@ -1,0 +1,833 @@
+//! The hierarchical timing wheel: levels of buckets, one delay queue of buckets, a slab of entries.
+//!
+//! # The scheme
+//!
+//! This is scheme 7 of Varghese & Lauck, "Hashed and Hierarchical Timing Wheels: Data Structures
+//! for the Efficient Implementation of a Timer Facility" (SOSP 1987; IEEE/ACM ToN 1997), in the
+//! shape Kafka's `TimingWheel` gave it: overflow levels are created lazily, and a bucket that gets
+//! its first entry of a round is offered to one delay queue shared by all levels, keyed by the
+//! bucket and prioritised by the bucket's expiration. Advancing pops due buckets from that queue,
+//! so the wheel touches only buckets that hold something, and never polls empty ones.
+//!
+//! Time is a `u64` in the caller's unit and is turned into ticks at the edge. Level 0 has
+//! `wheel_size` buckets one tick wide; a level-`k+1` bucket is as wide as all of level `k`. For
+//! `tick = 1` (say one millisecond) and `wheel_size = 64`:
+//!
+//! | level | bucket width  | level span    | span at 1 ms |
+//! |------:|---------------|---------------|--------------|
+//! | 0     | 1             | 2^6           | 64 ms        |
+//! | 1     | 2^6           | 2^12          | 4.1 s        |
+//! | 2     | 2^12          | 2^18          | 4.4 min      |
+//! | 3     | 2^18          | 2^24          | 4.7 h        |
+//! | 4     | 2^24          | 2^30          | 12.4 days    |
+//! | 5     | 2^30          | 2^36          | 2.2 years    |
+//! | 6     | 2^36          | 2^42          | 139 years    |
+//! | 7..9  | 2^42 .. 2^54  | 2^48 .. 2^60  |              |
+//! | 10    | 2^60          | 2^64 (16 used)| all of `u64` |
+//!
+//! Levels are aligned, as in tokio's driver: an entry lives on the level of the highest base-`2^bits`
+//! digit in which its due tick differs from the clock (`time::level_for`). So every level below it
+//! is in the clock's current bucket of the level above, no deadline ever needs a level past the
+//! 64th bit, and no arithmetic can overflow, up to and including deadlines at `u64::MAX`.
+//!
+//! # Rounding: never early
+//!
+//! A deadline `d` is due at tick `ceil(d / tick)`, and that tick is reached when
+//! `now >= ceil(d / tick) * tick` (saturating at `u64::MAX`). Kafka rounds a bucket's expiration
+//! down and can hand a task out up to a tick early; this wheel rounds up, so an entry is handed out
+//! by the first `advance` whose `now` reaches its deadline rounded up to the tick: never early, and
+//! less than one tick late.
+//!
+//! # Advancing
+//!
+//! `advance(now)` pops due buckets in expiration order. A bucket's entries lie in its own range of
+//! ticks, and no other bucket holds entries in that range (level `k`'s buckets all end before level
+//! `k+1`'s begin). So the entries of a popped bucket that are due by `now` are handed out at once,
+//! sorted by due tick; the others (only possible in the last bucket popped, the one `now` falls
+//! inside) are re-inserted into finer levels. An entry therefore cascades at most once per level,
+//! and a big jump of the clock does not walk level 0 one tick at a time.
+//!
+//! # Invariants
+//!
+//! | what | rule |
+//! |------|------|
+//! | location | an occupied entry's location is `locate(entry.due)` for the current clock `cur`: the overdue list if `due <= cur`, else bucket `level_for(cur, due)` |
+//! | records | a bucket holds `(slot, stamp)` records; a record is live iff its slot is occupied with that stamp; each occupied entry has exactly one live record, in its location |
+//! | dead records | `bucket.dead` counts the bucket's dead records; when `2 * dead >= len` the bucket is compacted, so dead records never outnumber live ones by more than one per bucket |
+//! | queue | a bucket is in the queue iff it holds a record, keyed by its first tick; every bucket in the queue holds a live record and starts after `cur` |
+//! | order | outside `advance`, every level-`k` bucket in the queue expires before every level-`k+1` one |
+//!
+//! Those are checked by `TimingWheel::check` in the unit tests after every operation.
+
+use std::cmp::Reverse;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::mem;
+
+use priority_queue::PriorityQueue;
+
+use crate::error::ConfigError;
+use crate::slab::Slab;
+use crate::time::{
+    bucket_span_mask, bucket_start, due_tick, level_for, max_levels, reached_tick, slot_for,
+    tick_to_time,
+};
+
+/// The largest `wheel_size` accepted by [`TimingWheel::new`].
+pub const MAX_WHEEL_SIZE: usize = 1 << 16;
+
+/// A bucket keeps at most this many record slots of capacity across rounds; larger buffers are
+/// given back to the allocator when the bucket is flushed, so a burst does not pin memory.
+const RETAINED_CAPACITY: usize = 512;
+
+/// Location id of the overdue list; bucket ids are `level << bits | slot`, far below this.
+const OVERDUE: u32 = u32::MAX;
+
+/// Identifies one entry of a [`TimingWheel`]. Carries a generation, so an id whose entry fired or
+/// was cancelled never reaches a later entry that reuses the same slot.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct TimerId {
+    slot: u32,
+    generation: u32,
+}
+
+/// A bucket's pointer to an entry: live iff the slab entry at `slot` still has this `stamp`.
+#[derive(Clone, Copy, Debug)]
+struct Rec {
+    slot: u32,
+    stamp: u32,
+}
+
+/// A record of the overdue list, which also keeps the due tick it is ordered by (see `reschedule`).
+#[derive(Clone, Copy, Debug)]
+struct OverdueRec {
+    due: u64,
+    slot: u32,
+    stamp: u32,
+}
+
+/// An entry found due during `advance`, waiting to be handed out in `due` order.
+#[derive(Clone, Copy, Debug)]
+struct Due {
+    due: u64,
+    slot: u32,
+}
+
+#[derive(Debug)]
+struct Bucket<R> {
+    recs: Vec<R>,
+    dead: u32,
+}
+
+impl<R> Default for Bucket<R> {
+    fn default() -> Self {
+        Bucket {
+            recs: Vec::new(),
+            dead: 0,
+        }
+    }
+}
+
+/// Bucket ids are small dense integers: a multiplicative hash spreads them at no cost.
+#[derive(Default)]
+struct BucketIdHasher(u64);
+
+impl Hasher for BucketIdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type BucketQueue = PriorityQueue<u32, Reverse<u64>, BuildHasherDefault<BucketIdHasher>>;
+
+/// A hierarchical timing wheel holding items of type `T` until their deadlines.
+///
+/// A plain data structure: no threads, no clock reads, no locks. Time is a `u64` in whatever unit
+/// the caller uses; the caller moves it forward with [`advance`](Self::advance).
+///
+/// ```
+/// use timing_wheel::TimingWheel;
+///
+/// // One tick = 1 ms, 64 buckets per level, clock starts at 0.
+/// let mut wheel = TimingWheel::new(1, 64, 0).unwrap();
+/// let soon = wheel.insert(5, "soon").unwrap();
+/// wheel.insert(3_600_000, "in an hour").unwrap();
+/// wheel.insert(7, "later").unwrap();
+/// assert_eq!(wheel.cancel(soon), Some("soon"));
+///
+/// let mut fired = Vec::new();
+/// wheel.advance(10, |item| fired.push(item));
+/// assert_eq!(fired, ["later"]);
+/// // The hour-long entry sits in a coarse bucket: the wheel wakes at that bucket's start, never
+/// // after the deadline, and then hands the entry out exactly on time.
+/// let wake = wheel.next_expiration().unwrap();
+/// assert!(10 < wake && wake <= 3_600_000);
+/// wheel.advance(3_599_999, |item| fired.push(item));
+/// assert_eq!(fired, ["later"]);
+/// wheel.advance(3_600_000, |item| fired.push(item));
+/// assert_eq!(fired, ["later", "in an hour"]);
+/// ```
+#[derive(Debug)]
+pub struct TimingWheel<T> {
+    /// Caller units per tick, >= 1.
+    tick: u64,
+    /// log2(wheel_size).
+    bits: u32,
+    /// The caller-unit time of the last `advance` (or `start`).
+    now: u64,
+    /// The tick `now` has reached (`reached_tick(now)`); every level's clock derives from it.
+    cur: u64,
+    /// Levels created so far; level `k` exists once some deadline needed it.
+    levels: Vec<Box<[Bucket<Rec>]>>,
+    /// The one delay queue of non-empty buckets, earliest expiration (in ticks) first.
+    queue: BucketQueue,
+    /// Entries rescheduled to a deadline that has already passed: handed out first at the next
+    /// `advance`.
+    overdue: Bucket<OverdueRec>,
+    slab: Slab<T>,
+    len: usize,
+    /// Scratch for `advance`, kept to reuse its allocation.
+    due: Vec<Due>,
+    /// Scratch for `advance`: records of the last popped bucket that are not yet due.
+    spill: Vec<Rec>,
+}
+
+impl<T> TimingWheel<T> {
+    /// Creates an empty wheel whose clock reads `start`.
+    ///
+    /// `tick` is the width of a level-0 bucket in the caller's time unit (at least 1);
+    /// `wheel_size` is the number of buckets per level, a power of two from 2 to
+    /// [`MAX_WHEEL_SIZE`]. No level is allocated until an entry needs it.
+    ///
+    /// ```
+    /// use timing_wheel::{ConfigError, TimingWheel};
+    ///
+    /// assert!(TimingWheel::<()>::new(1, 64, 0).is_ok());
+    /// assert_eq!(TimingWheel::<()>::new(0, 64, 0).unwrap_err(), ConfigError::ZeroTick);
+    /// assert_eq!(
+    ///     TimingWheel::<()>::new(1, 60, 0).unwrap_err(),
+    ///     ConfigError::WheelSizeNotPowerOfTwo { size: 60 }
+    /// );
+    /// ```
+    pub fn new(tick: u64, wheel_size: usize, start: u64) -> Result<Self, ConfigError> {
+        if tick == 0 {
+            return Err(ConfigError::ZeroTick);
+        }
+        if wheel_size < 2 {
+            return Err(ConfigError::WheelSizeTooSmall { size: wheel_size });
+        }
+        if !wheel_size.is_power_of_two() {
+            return Err(ConfigError::WheelSizeNotPowerOfTwo { size: wheel_size });
+        }
+        if wheel_size > MAX_WHEEL_SIZE {
+            return Err(ConfigError::WheelSizeTooLarge {
+                size: wheel_size,
+                max: MAX_WHEEL_SIZE,
+            });
+        }
+        Ok(TimingWheel {
+            tick,
+            bits: wheel_size.trailing_zeros(),
+            now: start,
+            cur: reached_tick(start, tick),
+            levels: Vec::new(),
+            queue: BucketQueue::default(),
+            overdue: Bucket::default(),
+            slab: Slab::new(),
+            len: 0,
+            due: Vec::new(),
+            spill: Vec::new(),
+        })
+    }
+
+    /// Adds `item`, due at `deadline`. O(1).
+    ///
+    /// Returns the item back as `Err(item)` when `deadline <= now()`: it is already due, and the
+    /// caller runs it at once (this is what `add_or_submit` does).
+    ///
+    /// # Panics
+    ///
+    /// Only if more than `u32::MAX - 1` entries are pending at once, which needs over 128 GiB.
+    pub fn insert(&mut self, deadline: u64, item: T) -> Result<TimerId, T> {
+        if deadline <= self.now {
+            return Err(item);
+        }
+        let due = due_tick(deadline, self.tick);
+        let (slot, generation, stamp) = self.slab.insert(due, item);
+        self.place_in_bucket(Rec { slot, stamp }, due);
+        self.len += 1;
+        Ok(TimerId { slot, generation })
+    }
+
+    /// Removes the entry and returns its item: `Some` if it was pending, `None` if it already
+    /// fired, was cancelled, or the id is stale. O(1) amortized; the item is dropped or returned at
+    /// once, not when its bucket comes round.
+    pub fn cancel(&mut self, id: TimerId) -> Option<T> {
+        let due = self.slab.get(id.slot, id.generation)?.due();
+        let loc = self.locate(due);
+        let item = self.slab.remove(id.slot);
+        self.len -= 1;
+        self.note_dead(loc);
+        Some(item)
+    }
+
+    /// Gives a pending entry a new deadline. O(1) amortized.
+    ///
+    /// Returns `true` if the entry was pending and now has the new deadline, `false` if it already
+    /// fired or was cancelled (or the id is stale). A deadline `<= now()` makes the entry due: the
+    /// next `advance`, even one that does not move the clock, hands it out.
+    pub fn reschedule(&mut self, id: TimerId, deadline: u64) -> bool {
+        let Some(entry) = self.slab.get(id.slot, id.generation) else {
+            return false;
+        };
+        let from = self.locate(entry.due());
+        if deadline <= self.now {
+            // Already due. Its rounded deadline may still lie beyond `cur` (later in the current
+            // tick), so the stored tick is clamped to `cur`, which keeps `locate` pointing at the
+            // overdue list, and the true tick travels in the overdue record to keep the order.
+            let due = due_tick(deadline, self.tick);
+            let stamp = self.slab.set_due(id.slot, due.min(self.cur), true);
+            self.note_dead(from);
+            self.overdue.recs.push(OverdueRec {
+                due,
+                slot: id.slot,
+                stamp,
+            });
+            return true;
+        }
+        let due = due_tick(deadline, self.tick);
+        let to = self.locate(due);
+        if to == from {
+            self.slab.set_due(id.slot, due, false);
+        } else {
+            let stamp = self.slab.set_due(id.slot, due, true);
+            self.note_dead(from);
+            self.place_in_bucket(
+                Rec {
+                    slot: id.slot,
+                    stamp,
+                },
+                due,
+            );
+        }
+        true
+    }
+
+    /// Moves the clock to `now` and calls `f` with every item that is due, earliest first.
+    ///
+    /// An item is due when `now` has reached its deadline rounded up to a multiple of the tick
+    /// (saturating at `u64::MAX`), or when it was rescheduled to a deadline already passed. Items
+    /// come out in nondecreasing order of their rounded deadlines. The clock never goes backwards:
+    /// an earlier `now` is ignored (items rescheduled into the past are still handed out).
+    ///
+    /// If `f` panics, the items not yet handed out stay in the wheel, and the next `advance` hands
+    /// them out.
+    pub fn advance(&mut self, now: u64, mut f: impl FnMut(T)) {
+        self.now = self.now.max(now);
+        let target = reached_tick(self.now, self.tick);
+        if !self.overdue.recs.is_empty() {
+            self.collect_overdue();
+            self.emit(&mut f);
+        }
+        while let Some((&id, &Reverse(start))) = self.queue.peek() {
+            if start > target {
+                break;
+            }
+            self.queue.pop();
+            self.collect_bucket(id, start, target);
+            if !self.spill.is_empty() {
+                // Only the bucket `target` falls inside can hold entries not yet due, and every
+                // other bucket expires after it: the clock may move now, and the rest re-enter
+                // finer levels before the due ones are handed out.
+                debug_assert!(self.queue.peek().is_none_or(|(_, &Reverse(s))| s > target));
+                self.cur = target;
+                for rec in mem::take(&mut self.spill) {
+                    self.place_in_bucket(rec, self.slab.at(rec.slot).due());
+                }
+            }
+            self.emit(&mut f);
+        }
+        self.cur = target;
+    }
+
+    /// `None` iff the wheel is empty; otherwise the earliest time, in the caller's unit, at which
+    /// [`advance`](Self::advance) makes progress: the earliest queued bucket expiration (or
+    /// `now()` if an entry was rescheduled into the past). It is never after the earliest pending
+    /// deadline rounded up to the tick, so a caller may sleep until then and miss nothing.
+    pub fn next_expiration(&self) -> Option<u64> {
+        if !self.overdue.recs.is_empty() {
+            return Some(self.now);
+        }
+        self.queue
+            .peek()
+            .map(|(_, &Reverse(start))| tick_to_time(start, self.tick))
+    }
+
+    /// The clock: the `start` given to [`new`](Self::new) or the latest `now` passed to
+    /// [`advance`](Self::advance), whichever is later.
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// The tick, in the caller's unit.
+    pub fn tick(&self) -> u64 {
+        self.tick
+    }
+
+    /// Number of buckets per level.
+    pub fn wheel_size(&self) -> usize {
+        1 << self.bits
+    }
+
+    /// Number of pending items.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when no item is pending.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Removes and returns every pending item, earliest deadline first (for shutdown). Ids of the
+    /// removed entries go stale; the clock stays where it is.
+    pub fn drain(&mut self) -> Vec<T> {
+        let mut order: Vec<(u64, u32)> = self
+            .slab
+            .occupied()
+            .map(|slot| (self.slab.at(slot).due(), slot))
+            .collect();
+        order.sort_unstable();
+        let items = order
+            .into_iter()
+            .map(|(_, slot)| self.slab.remove(slot))
+            .collect();
+        for level in &mut self.levels {
+            level.iter_mut().for_each(|b| *b = Bucket::default());
+        }
+        self.overdue = Bucket::default();
+        self.queue.clear();
+        self.len = 0;
+        items
+    }
+
+    /// Bytes of heap memory the wheel holds: arena, buckets and queue (capacities, not lengths).
+    /// Items' own heap allocations are not included.
+    pub fn heap_bytes(&self) -> usize {
+        let buckets: usize = self
+            .levels
+            .iter()
+            .map(|l| {
+                mem::size_of_val::<[Bucket<Rec>]>(l)
+                    + l.iter()
+                        .map(|b| b.recs.capacity() * mem::size_of::<Rec>())
+                        .sum::<usize>()
+            })
+            .sum();
+        self.slab.heap_bytes()
+            + buckets
+            + self.overdue.recs.capacity() * mem::size_of::<OverdueRec>()
+            + self.queue.capacity()
+                * (mem::size_of::<(u32, Reverse<u64>)>() + 2 * mem::size_of::<usize>())
+            + self.due.capacity() * mem::size_of::<Due>()
+            + self.spill.capacity() * mem::size_of::<Rec>()
+    }
+
+    // ----- internals -----
+
+    /// Where an entry due at tick `due` lives now: `OVERDUE` or a bucket id.
+    #[inline]
+    fn locate(&self, due: u64) -> u32 {
+        if due <= self.cur {
+            OVERDUE
+        } else {
+            let level = level_for(self.cur, due, self.bits);
+            (level << self.bits) | slot_for(due, level, self.bits)
+        }
+    }
+
+    /// Puts a record into the bucket its entry, due at `due > cur`, belongs in, creating the level
+    /// and offering the bucket to the queue when this is its first record of the round.
+    #[inline]
+    fn place_in_bucket(&mut self, rec: Rec, due: u64) {
+        let level = level_for(self.cur, due, self.bits);
+        let slot = slot_for(due, level, self.bits);
+        if level as usize >= self.levels.len() {
+            self.grow_levels(level);
+        }
+        let bucket = &mut self.levels[level as usize][slot as usize];
+        if bucket.recs.is_empty() {
+            let id = (level << self.bits) | slot;
+            debug_assert!(
+                self.queue.get(&id).is_none(),
+                "an empty bucket is never queued"
+            );
+            self.queue
+                .push(id, Reverse(bucket_start(due, level, self.bits)));
+        }
+        bucket.recs.push(rec);
+    }
+
+    #[cold]
+    fn grow_levels(&mut self, level: u32) {
+        debug_assert!(level < max_levels(self.bits));
+        while self.levels.len() <= level as usize {
+            self.levels.push(
+                (0..1usize << self.bits)
+                    .map(|_| Bucket::default())
+                    .collect(),
+            );
+        }
+    }
+
+    /// Counts one more dead record at `loc`, compacting it once half its records are dead.
+    fn note_dead(&mut self, loc: u32) {
+        let slab = &self.slab;
+        let emptied = if loc == OVERDUE {
+            note_dead_in(&mut self.overdue, |r| slab.is_live(r.slot, r.stamp))
+        } else {
+            let (level, slot) = self.split(loc);
+            note_dead_in(&mut self.levels[level][slot], |r| {
+                slab.is_live(r.slot, r.stamp)
+            })
+        };
+        if emptied && loc != OVERDUE {
+            self.queue.remove(&loc);
+        }
+    }
+
+    /// `(level, slot)` of a bucket id.
+    #[inline]
+    fn split(&self, id: u32) -> (usize, usize) {
+        (
+            (id >> self.bits) as usize,
+            (id & ((1 << self.bits) - 1)) as usize,
+        )
+    }
+
+    /// Moves the live overdue records into `self.due`, sorted.
+    fn collect_overdue(&mut self) {
+        let mut recs = mem::take(&mut self.overdue.recs);
+        self.overdue.dead = 0;
+        let slab = &self.slab;
+        self.due.extend(
+            recs.iter()
+                .filter(|r| slab.is_live(r.slot, r.stamp))
+                .map(|r| Due {
+                    due: r.due,
+                    slot: r.slot,
+                }),
+        );
+        self.due.sort_unstable_by_key(|d| d.due);
+        recs.clear();
+        self.overdue.recs = recs;
+    }
+
+    /// Empties the popped bucket `id` (first tick `start`): live records due by `target` go to
+    /// `self.due`, sorted; the rest to `self.spill`.
+    fn collect_bucket(&mut self, id: u32, start: u64, target: u64) {
+        let (level, slot) = self.split(id);
+        let bucket = &mut self.levels[level][slot];
+        let mut recs = mem::take(&mut bucket.recs);
+        bucket.dead = 0;
+        let slab = &self.slab;
+        if level == 0 {
+            // A level-0 bucket is one tick wide: every live record is due at `start`.
+            self.due.extend(
+                recs.iter()
+                    .filter(|r| slab.is_live(r.slot, r.stamp))
+                    .map(|r| Due {
+                        due: start,
+                        slot: r.slot,
+                    }),
+            );
+        } else {
+            let last = start | bucket_span_mask(level as u32, self.bits);
+            for r in &recs {
+                let Some(due) = slab.live_due(r.slot, r.stamp) else {
+                    continue;
+                };
+                debug_assert!(start <= due && due <= last, "record outside its bucket");
+                if due <= target {
+                    self.due.push(Due { due, slot: r.slot });
+                } else {
+                    self.spill.push(*r);
+                }
+            }
+            self.due.sort_unstable_by_key(|d| d.due);
+        }
+        recs.clear();
+        if recs.capacity() <= RETAINED_CAPACITY {
+            self.levels[level][slot].recs = recs;
+        }
+    }
+
+    /// Hands out `self.due` in order. If `f` panics, the rest go back into the wheel.
+    fn emit(&mut self, f: &mut impl FnMut(T)) {
+        let mut guard = EmitGuard {
+            wheel: self,
+            next: 0,
+        };
+        while let Some(&d) = guard.wheel.due.get(guard.next) {
+            guard.next += 1;
+            let item = guard.wheel.slab.remove(d.slot);
+            guard.wheel.len -= 1;
+            f(item);
+        }
+    }
+}
+
+/// Clears `due` after `emit`; on unwind, first puts what was not handed out back in the wheel.
+struct EmitGuard<'a, T> {
+    wheel: &'a mut TimingWheel<T>,
+    next: usize,
+}
+
+impl<T> Drop for EmitGuard<'_, T> {
+    fn drop(&mut self) {
+        let w = &mut *self.wheel;
+        let rest = w.due.len() - self.next;
+        if rest > 0 {
+            let unsent: Vec<Due> = w.due.drain(self.next..).collect();
+            for d in unsent {
+                let entry = w.slab.at(d.slot);
+                let (key, stamp) = (entry.due(), entry.stamp());
+                if key <= w.cur {
+                    w.overdue.recs.push(OverdueRec {
+                        due: d.due,
+                        slot: d.slot,
+                        stamp,
+                    });
+                } else {
+                    w.place_in_bucket(
+                        Rec {
+                            slot: d.slot,
+                            stamp,
+                        },
+                        key,
+                    );
+                }
+            }
+        }
+        w.due.clear();
+    }
+}
+
+/// Records one more dead record in `bucket` and compacts it when at least half are dead. Returns
+/// true if that left the bucket empty.
+fn note_dead_in<R>(bucket: &mut Bucket<R>, live: impl Fn(&R) -> bool) -> bool {
+    bucket.dead += 1;
+    if (bucket.dead as usize) * 2 < bucket.recs.len() {
+        return false;
+    }
+    bucket.recs.retain(|r| live(r));
+    bucket.dead = 0;
+    if bucket.recs.capacity() > RETAINED_CAPACITY && bucket.recs.capacity() > 4 * bucket.recs.len()
+    {
+        bucket.recs.shrink_to(2 * bucket.recs.len());
+    }
+    bucket.recs.is_empty()
+}
+
+#[cfg(test)]
+impl<T> TimingWheel<T> {
+    /// Checks every invariant in the module docs. O(size of the wheel): tests only.
+    pub(crate) fn check(&self) {
+        let mut live = 0;
+        let mut queued = 0;
+        for (level, buckets) in self.levels.iter().enumerate() {
+            for (slot, b) in buckets.iter().enumerate() {
+                let id = ((level as u32) << self.bits) | slot as u32;
+                let mut dead = 0;
+                for r in &b.recs {
+                    if self.slab.is_live(r.slot, r.stamp) {
+                        live += 1;
+                        let due = self.slab.at(r.slot).due();
+                        assert_eq!(
+                            self.locate(due),
+                            id,
+                            "entry due {due} in the wrong bucket (cur {})",
+                            self.cur
+                        );
+                    } else {
+                        dead += 1;
+                    }
+                }
+                assert_eq!(dead, b.dead, "dead count of bucket {level}/{slot}");
+                assert!(
+                    b.recs.is_empty() || (2 * dead as usize) < b.recs.len(),
+                    "bucket {level}/{slot} not compacted"
+                );
+                match self.queue.get(&id) {
+                    Some((_, &Reverse(start))) => {
+                        queued += 1;
+                        assert!(!b.recs.is_empty(), "queued bucket {level}/{slot} is empty");
+                        assert!(start > self.cur, "queued bucket {level}/{slot} already due");
+                    }
+                    None => assert!(
+                        b.recs.is_empty(),
+                        "bucket {level}/{slot} holds records but is not queued"
+                    ),
+                }
+            }
+        }
+        assert_eq!(
+            queued,
+            self.queue.len(),
+            "the queue names buckets that do not exist"
+        );
+        let mut dead = 0;
+        for r in &self.overdue.recs {
+            if self.slab.is_live(r.slot, r.stamp) {
+                live += 1;
+                assert!(self.slab.at(r.slot).due() <= self.cur);
+            } else {
+                dead += 1;
+            }
+        }
+        assert_eq!(dead, self.overdue.dead);
+        assert_eq!(live, self.len, "live records != len");
+        assert_eq!(
+            self.slab.occupied().count(),
+            self.len,
+            "occupied entries != len"
+        );
+        // Queue order by level: each level's buckets all expire before the next level's.
+        let mut by_level: Vec<(u64, u64)> = vec![(u64::MAX, 0); self.levels.len()];
+        for (&id, &Reverse(start)) in self.queue.iter() {
+            let l = (id >> self.bits) as usize;
+            by_level[l].0 = by_level[l].0.min(start);
+            by_level[l].1 = by_level[l].1.max(start);
+        }
+        let present: Vec<(u64, u64)> = by_level
+            .into_iter()
+            .filter(|&(min, _)| min != u64::MAX)
+            .collect();
+        for pair in present.windows(2) {
+            assert!(
+                pair[0].1 < pair[1].0,
+                "levels overlap in the queue: {pair:?}"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small deterministic generator, so these tests need no dependency and never flake.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    /// Random operations with the invariant check after each; the behavioural comparison with a
+    /// model lives in `tests/model.rs`.
+    #[test]
+    fn invariants_hold_under_random_operations() {
+        let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+        for round in 0..300 {
+            let bits = 1 + rng.below(8) as u32;
+            let tick = 1 + rng.below(20);
+            let start = if round % 10 == 0 {
+                u64::MAX - rng.below(1 << 20)
+            } else {
+                rng.below(1 << 30)
+            };
+            let mut w = TimingWheel::new(tick, 1 << bits, start).unwrap();
+            let mut ids = Vec::new();
+            for _ in 0..200 {
+                let now = w.now();
+                match rng.below(10) {
+                    0..=3 => {
+                        let shift = rng.below(64);
+                        let d = now.saturating_add(1 + (rng.next() >> shift));
+                        if let Ok(id) = w.insert(d, ()) {
+                            ids.push(id);
+                        }
+                    }
+                    4 | 5 if !ids.is_empty() => {
+                        let id = ids[rng.below(ids.len() as u64) as usize];
+                        w.cancel(id);
+                    }
+                    6 | 7 if !ids.is_empty() => {
+                        let id = ids[rng.below(ids.len() as u64) as usize];
+                        let d = if rng.below(4) == 0 {
+                            now.saturating_sub(rng.below(3 * tick))
+                        } else {
+                            now.saturating_add(rng.next() >> rng.below(64))
+                        };
+                        w.reschedule(id, d);
+                    }
+                    _ => {
+                        let step = rng.next() >> (8 + rng.below(56));
+                        w.advance(now.saturating_add(step), |()| {});
+                    }
+                }
+                w.check();
+            }
+        }
+    }
+
+    #[test]
+    fn a_panicking_callback_loses_nothing() {
+        let mut w = TimingWheel::new(1, 4, 0).unwrap();
+        for d in 1..=20u64 {
+            w.insert(d, d).unwrap();
+        }
+        let mut seen = Vec::new();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            w.advance(15, |d| {
+                seen.push(d);
+                assert_ne!(d, 7, "boom");
+            })
+        }));
+        assert!(r.is_err());
+        w.check();
+        assert_eq!(seen, (1..=7).collect::<Vec<_>>());
+        assert_eq!(w.len(), 13);
+        w.advance(15, |d| seen.push(d));
+        assert_eq!(seen, (1..=15).collect::<Vec<_>>());
+        w.check();
+    }
+
+    #[test]
+    fn cancel_heavy_load_keeps_buckets_compact() {
+        let mut w = TimingWheel::new(1, 64, 0).unwrap();
+        let mut last = None;
+        for i in 0..100_000u64 {
+            // All into one far bucket, each cancelled right after the next insert.
+            let id = w.insert(1_000_000 + (i % 7), i).unwrap();
+            if let Some(prev) = last.replace(id) {
+                w.cancel(prev);
+            }
+        }
+        w.check();
+        let records: usize = w
+            .levels
+            .iter()
+            .flat_map(|l| l.iter())
+            .map(|b| b.recs.len())
+            .sum();
+        assert!(records <= 2, "dead records pile up: {records}");
+    }
+}

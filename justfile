@@ -1,0 +1,24 @@
+# Recipes are the commands CI runs (see .ci/run), so anyone can reproduce CI locally.
+
+default: test
+
+# The README's test command.
+test:
+    cargo test --workspace
+
+# Formatting and lints, as CI checks them.
+lint:
+    cargo fmt --all --check
+    cargo clippy --workspace --all-targets -- -D warnings
+
+# The main job: 6 million timers through the wheel in virtual time.
+demo:
+    cargo run --release -p timing-wheel --example demo
+
+# API documentation for the whole workspace.
+doc:
+    RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+
+# Everything CI runs, in the same order.
+ci:
+    bash .ci/run
