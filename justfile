@@ -15,6 +15,18 @@ lint:
 demo:
     cargo run --release -p timing-wheel --example demo
 
+# The comparative benchmark program, full mode: writes docs/benchmarks.md and docs/w4-growth.svg.
+bench:
+    cargo run --release -p wheel-benches --bin wheelbench
+
+# Quick mode (under a minute), as CI runs it; prints the tables, writes nothing.
+bench-quick:
+    cargo run --release -p wheel-benches --bin wheelbench -- --quick --no-write
+
+# Criterion benches with HTML reports (target/criterion).
+criterion:
+    cargo bench -p wheel-benches
+
 # API documentation for the whole workspace.
 doc:
     RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps

@@ -34,6 +34,18 @@ impl<T> Entry<T> {
         self.key
     }
 
+    /// The item of an occupied entry.
+    #[inline]
+    pub(crate) fn item(&self) -> Option<&T> {
+        self.item.as_ref()
+    }
+
+    /// The item of an occupied entry, mutably.
+    #[inline]
+    pub(crate) fn item_mut(&mut self) -> Option<&mut T> {
+        self.item.as_mut()
+    }
+
     /// Stamp of the entry's live record.
     #[inline]
     pub(crate) fn stamp(&self) -> u32 {
@@ -92,6 +104,14 @@ impl<T> Slab<T> {
     pub(crate) fn get(&self, slot: u32, generation: u32) -> Option<&Entry<T>> {
         self.entries
             .get(slot as usize)
+            .filter(|e| e.generation == generation && e.item.is_some())
+    }
+
+    /// As [`get`](Self::get), mutably.
+    #[inline]
+    pub(crate) fn get_mut(&mut self, slot: u32, generation: u32) -> Option<&mut Entry<T>> {
+        self.entries
+            .get_mut(slot as usize)
             .filter(|e| e.generation == generation && e.item.is_some())
     }
 

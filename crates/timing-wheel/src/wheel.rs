@@ -90,6 +90,22 @@ pub struct TimerId {
     generation: u32,
 }
 
+impl TimerId {
+    /// The id as one `u64`, for storing in an atomic.
+    pub fn into_raw(self) -> u64 {
+        (u64::from(self.generation) << 32) | u64::from(self.slot)
+    }
+
+    /// Rebuilds an id from [`into_raw`](Self::into_raw). Any `u64` is accepted: a value that was
+    /// never an id of this wheel is simply stale (refused by `cancel` and `reschedule`).
+    pub fn from_raw(raw: u64) -> TimerId {
+        TimerId {
+            slot: raw as u32,
+            generation: (raw >> 32) as u32,
+        }
+    }
+}
+
 /// A bucket's pointer to an entry: live iff the slab entry at `slot` still has this `stamp`.
 #[derive(Clone, Copy, Debug)]
 struct Rec {
@@ -320,6 +336,18 @@ impl<T> TimingWheel<T> {
             );
         }
         true
+    }
+
+    /// The pending item of `id`, if it is pending.
+    pub fn get(&self, id: TimerId) -> Option<&T> {
+        self.slab.get(id.slot, id.generation).and_then(|e| e.item())
+    }
+
+    /// The pending item of `id`, mutably, if it is pending.
+    pub fn get_mut(&mut self, id: TimerId) -> Option<&mut T> {
+        self.slab
+            .get_mut(id.slot, id.generation)
+            .and_then(|e| e.item_mut())
     }
 
     /// Moves the clock to `now` and calls `f` with every item that is due, earliest first.

@@ -1,6 +1,6 @@
 //! Scenario tests in the spirit of Kafka's `TimingWheel` tests, plus ids, limits and configuration.
 
-use timing_wheel::{ConfigError, MAX_WHEEL_SIZE, TimingWheel};
+use timing_wheel::{ConfigError, MAX_WHEEL_SIZE, TimerId, TimingWheel};
 
 fn fire_to<T>(wheel: &mut TimingWheel<T>, now: u64) -> Vec<T> {
     let mut out = Vec::new();
@@ -30,7 +30,10 @@ fn tasks_spread_over_many_ticks_fire_in_their_ticks() {
     for now in 1..=5_000u64 {
         let fired = fire_to(&mut w, now);
         assert_eq!(fired.len(), 3, "tick {now}");
-        assert!(fired.iter().all(|&(t, _)| t == now), "tick {now}: {fired:?}");
+        assert!(
+            fired.iter().all(|&(t, _)| t == now),
+            "tick {now}: {fired:?}"
+        );
     }
     assert!(w.is_empty());
 }
@@ -51,7 +54,9 @@ fn a_deadline_fires_when_now_reaches_it_rounded_up_to_the_tick() {
 #[test]
 fn cancelled_tasks_never_fire() {
     let mut w = TimingWheel::new(1, 64, 0).unwrap();
-    let ids: Vec<_> = (1..=10_000u64).map(|d| w.insert(d * 37, d).unwrap()).collect();
+    let ids: Vec<_> = (1..=10_000u64)
+        .map(|d| w.insert(d * 37, d).unwrap())
+        .collect();
     for (i, id) in ids.iter().enumerate() {
         if i % 3 != 0 {
             assert_eq!(w.cancel(*id), Some(i as u64 + 1));
@@ -83,6 +88,15 @@ fn stale_ids_are_refused() {
     assert_eq!(w.cancel(cancelled), None, "after reuse");
     assert!(!w.reschedule(fired, 5));
     assert_eq!(w.len(), 2);
+    assert_eq!(TimerId::from_raw(a.into_raw()), a);
+    assert_eq!(w.get(a), Some(&3));
+    *w.get_mut(b).unwrap() += 0;
+    assert_eq!(w.get(fired), None, "get refuses a stale id too");
+    assert_eq!(
+        w.cancel(TimerId::from_raw(u64::MAX)),
+        None,
+        "a made-up id is just stale"
+    );
     assert_eq!(w.cancel(a), Some(3));
     assert_eq!(w.cancel(b), Some(4));
 }
@@ -98,7 +112,11 @@ fn reschedule_earlier_later_and_into_the_past() {
     assert_eq!(fire_to(&mut w, 9), ["earlier"]);
     assert!(w.reschedule(past, 3), "a deadline before now is accepted");
     assert_eq!(w.next_expiration(), Some(9), "and is due at once");
-    assert_eq!(fire_to(&mut w, 9), ["past"], "the next advance hands it out, even without moving");
+    assert_eq!(
+        fire_to(&mut w, 9),
+        ["past"],
+        "the next advance hands it out, even without moving"
+    );
     assert!(fire_to(&mut w, 19_999).is_empty());
     assert_eq!(fire_to(&mut w, 20_000), ["later"]);
 }
@@ -113,7 +131,10 @@ fn deadlines_at_the_end_of_time() {
     assert_eq!(fire_to(&mut w, u64::MAX - 2), Vec::<&str>::new());
     assert_eq!(fire_to(&mut w, u64::MAX - 1), ["max-1"]);
     assert_eq!(fire_to(&mut w, u64::MAX), ["max"]);
-    assert!(w.insert(u64::MAX, "too late").is_err(), "nothing is after u64::MAX");
+    assert!(
+        w.insert(u64::MAX, "too late").is_err(),
+        "nothing is after u64::MAX"
+    );
 
     // With a coarse tick, a deadline whose rounding overflows is due only at u64::MAX.
     let mut w = TimingWheel::new(1000, 2, u64::MAX - 10_000).unwrap();
@@ -137,12 +158,18 @@ fn the_clock_never_goes_backwards() {
 #[test]
 fn drain_returns_everything_pending_earliest_first() {
     let mut w = TimingWheel::new(1, 64, 0).unwrap();
-    let ids: Vec<_> = [5_000_000u64, 7, 90_000, 3, 1 << 40].iter().map(|&d| w.insert(d, d).unwrap()).collect();
+    let ids: Vec<_> = [5_000_000u64, 7, 90_000, 3, 1 << 40]
+        .iter()
+        .map(|&d| w.insert(d, d).unwrap())
+        .collect();
     w.cancel(ids[2]);
     assert_eq!(w.drain(), [3, 7, 5_000_000, 1 << 40]);
     assert!(w.is_empty());
     assert_eq!(w.next_expiration(), None);
-    assert!(ids.iter().all(|&id| w.cancel(id).is_none()), "drained ids are stale");
+    assert!(
+        ids.iter().all(|&id| w.cancel(id).is_none()),
+        "drained ids are stale"
+    );
     // The wheel is usable afterwards.
     w.insert(10, 10).unwrap();
     assert_eq!(fire_to(&mut w, 10), [10]);
@@ -172,17 +199,38 @@ fn memory_per_pending_boxed_closure_is_at_most_48_bytes() {
 fn invalid_configurations_get_typed_errors() {
     type W = TimingWheel<()>;
     assert_eq!(W::new(0, 64, 0).unwrap_err(), ConfigError::ZeroTick);
-    assert_eq!(W::new(1, 0, 0).unwrap_err(), ConfigError::WheelSizeTooSmall { size: 0 });
-    assert_eq!(W::new(1, 1, 0).unwrap_err(), ConfigError::WheelSizeTooSmall { size: 1 });
-    assert_eq!(W::new(1, 3, 0).unwrap_err(), ConfigError::WheelSizeNotPowerOfTwo { size: 3 });
-    assert_eq!(W::new(1, 100, 0).unwrap_err(), ConfigError::WheelSizeNotPowerOfTwo { size: 100 });
+    assert_eq!(
+        W::new(1, 0, 0).unwrap_err(),
+        ConfigError::WheelSizeTooSmall { size: 0 }
+    );
+    assert_eq!(
+        W::new(1, 1, 0).unwrap_err(),
+        ConfigError::WheelSizeTooSmall { size: 1 }
+    );
+    assert_eq!(
+        W::new(1, 3, 0).unwrap_err(),
+        ConfigError::WheelSizeNotPowerOfTwo { size: 3 }
+    );
+    assert_eq!(
+        W::new(1, 100, 0).unwrap_err(),
+        ConfigError::WheelSizeNotPowerOfTwo { size: 100 }
+    );
     assert_eq!(
         W::new(1, MAX_WHEEL_SIZE * 2, 0).unwrap_err(),
-        ConfigError::WheelSizeTooLarge { size: MAX_WHEEL_SIZE * 2, max: MAX_WHEEL_SIZE }
+        ConfigError::WheelSizeTooLarge {
+            size: MAX_WHEEL_SIZE * 2,
+            max: MAX_WHEEL_SIZE
+        }
     );
     assert!(W::new(1, 2, 0).is_ok());
     assert!(W::new(u64::MAX, MAX_WHEEL_SIZE, u64::MAX).is_ok());
     // Messages name the value and the rule.
-    assert_eq!(W::new(1, 100, 0).unwrap_err().to_string(), "invalid wheel size 100: the wheel size must be a power of two");
-    assert_eq!(W::new(0, 64, 0).unwrap_err().to_string(), "invalid tick 0: the tick must be at least 1");
+    assert_eq!(
+        W::new(1, 100, 0).unwrap_err().to_string(),
+        "invalid wheel size 100: the wheel size must be a power of two"
+    );
+    assert_eq!(
+        W::new(0, 64, 0).unwrap_err().to_string(),
+        "invalid tick 0: the tick must be at least 1"
+    );
 }

@@ -46,7 +46,7 @@ fn ten_years_of_timers_fire_exactly_once_on_time() {
             deadlines.push(d);
             fired_at.push(None);
         }
-        if rng.next() % 16 == 0 && !ids.is_empty() {
+        if rng.next().is_multiple_of(16) && !ids.is_empty() {
             let id = ids[(rng.next() % ids.len() as u64) as usize];
             if let Some(i) = wheel.cancel(id) {
                 fired_at[i] = Some(u64::MAX); // cancelled: must never fire
@@ -63,9 +63,20 @@ fn ten_years_of_timers_fire_exactly_once_on_time() {
         };
         let mut last = 0;
         wheel.advance(to, |i| {
-            assert!(fired_at[i].is_none(), "timer {i} fired twice (or after cancel)");
-            assert!(deadlines[i] <= to, "timer {i} early: deadline {} at {to}", deadlines[i]);
-            assert!(deadlines[i] > now, "timer {i} late: deadline {} was reached at {now}", deadlines[i]);
+            assert!(
+                fired_at[i].is_none(),
+                "timer {i} fired twice (or after cancel)"
+            );
+            assert!(
+                deadlines[i] <= to,
+                "timer {i} early: deadline {} at {to}",
+                deadlines[i]
+            );
+            assert!(
+                deadlines[i] > now,
+                "timer {i} late: deadline {} was reached at {now}",
+                deadlines[i]
+            );
             assert!(deadlines[i] >= last, "out of order");
             last = deadlines[i];
             fired_at[i] = Some(to);
@@ -81,9 +92,26 @@ fn ten_years_of_timers_fire_exactly_once_on_time() {
         });
     }
     assert!(wheel.is_empty());
-    println!("{} timers over ten years: {cancelled} cancelled, {pending} still pending at the end", deadlines.len());
-    let fired = fired_at.iter().filter(|f| matches!(f, Some(t) if *t != u64::MAX)).count();
-    assert_eq!(fired + cancelled, deadlines.len(), "every timer fired or was cancelled");
-    assert!(deadlines.len() > 100_000, "the run covered {} timers", deadlines.len());
-    assert!(pending > 1_000, "far timers were still pending after ten years: {pending}");
+    println!(
+        "{} timers over ten years: {cancelled} cancelled, {pending} still pending at the end",
+        deadlines.len()
+    );
+    let fired = fired_at
+        .iter()
+        .filter(|f| matches!(f, Some(t) if *t != u64::MAX))
+        .count();
+    assert_eq!(
+        fired + cancelled,
+        deadlines.len(),
+        "every timer fired or was cancelled"
+    );
+    assert!(
+        deadlines.len() > 100_000,
+        "the run covered {} timers",
+        deadlines.len()
+    );
+    assert!(
+        pending > 1_000,
+        "far timers were still pending after ten years: {pending}"
+    );
 }

@@ -1,3 +1,46 @@
-//! The timer users link (`Timer`, `Task`, `TimerHandle`). **Not yet built**: this crate is an empty
-//! member of the workspace until the timer service issue fills it; use the `timing-wheel` crate
-//! directly meanwhile. It exports nothing, so nothing can mistake it for working code.
+//! The timer users link: [`Timer`], [`Task`], [`TimerHandle`]. `add_or_submit(task)` from any
+//! thread; a tick thread drives a hierarchical timing wheel and hands due tasks to a rayon pool.
+//!
+//! - O(1) add, cancel and reschedule; a cancelled task is dropped at once, so a service that
+//!   cancels almost every timer does not grow.
+//! - Never early; late by less than a tick plus scheduling jitter on an idle machine.
+//! - The tick thread sleeps until the earliest bucket is due: no polling while nothing is due.
+//! - Tasks run on the executor, never on the tick thread; a panicking task is caught and counted.
+//! - Periodic tasks at a fixed rate, with a [`MisfirePolicy`] for when the timer fell behind.
+//! - `max_pending` backpressure refuses an add with an error that hands the task back.
+//! - [`Timer::shutdown`] returns every task that never ran; calling it from a task is fine.
+//! - A [`ManualClock`] drives the same code in tests: days of timers in milliseconds.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::sync::atomic::{AtomicUsize, Ordering};
+//! use std::time::Duration;
+//! use wheel_timer::{InlineExecutor, ManualClock, Task, Timer};
+//!
+//! // A test drives the timer by hand: the same tick thread and wheel, no sleeping.
+//! let clock = ManualClock::new();
+//! let timer = Timer::builder().clock(clock.clone()).executor(Arc::new(InlineExecutor::new())).build()?;
+//! let runs = Arc::new(AtomicUsize::new(0));
+//! let r = runs.clone();
+//! let order = timer.add_or_submit(Task::after(Duration::from_secs(15 * 60), move || {
+//!     r.fetch_add(1, Ordering::SeqCst);
+//! }))?;
+//! clock.advance(Duration::from_secs(14 * 60));
+//! assert_eq!(runs.load(Ordering::SeqCst), 0);
+//! clock.advance(Duration::from_secs(60));
+//! assert_eq!(runs.load(Ordering::SeqCst), 1);
+//! assert!(order.is_done() && !order.cancel());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod error;
+mod stats;
+mod task;
+mod timer;
+
+pub use error::{AddError, BuildError};
+pub use executor::{Executor, InlineExecutor, Job, RayonExecutor};
+pub use reaper::ManualClock;
+pub use stats::Stats;
+pub use task::{MisfirePolicy, Task};
+pub use timer::{MIN_TICK, Timer, TimerBuilder, TimerHandle};

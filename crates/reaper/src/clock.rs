@@ -1,0 +1,160 @@
+//! Clocks the tick thread reads: the real monotonic clock, and a manual one tests move by hand.
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+/// Nanoseconds in a `Duration`, saturating at `u64::MAX` (584 years: the far future).
+pub fn duration_to_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// A source of time in nanoseconds since some origin.
+pub trait Clock: Send + Sync + 'static {
+    /// Nanoseconds since the clock's origin. Never decreases.
+    fn now(&self) -> u64;
+
+    /// The real instant at which the clock will read `t`, if the clock follows real time; `None`
+    /// for clocks that only move when told to (the tick thread then sleeps until woken).
+    fn instant_of(&self, t: u64) -> Option<Instant>;
+
+    /// Called once by a driver that wants to be told when the clock is moved by hand.
+    fn attach(&self, _driver: Weak<dyn Driver>) {}
+}
+
+/// Something a [`ManualClock`] tells about each move, and waits for.
+pub trait Driver: Send + Sync {
+    /// The clock now reads `now`: process everything due by then before returning.
+    fn catch_up(&self, now: u64);
+}
+
+/// The monotonic clock, with its origin at construction.
+#[derive(Clone, Copy, Debug)]
+pub struct RealClock {
+    origin: Instant,
+}
+
+impl RealClock {
+    /// A clock reading 0 now.
+    pub fn new() -> Self {
+        RealClock {
+            origin: Instant::now(),
+        }
+    }
+
+    /// The instant this clock reads 0 at.
+    pub fn origin(&self) -> Instant {
+        self.origin
+    }
+}
+
+impl Default for RealClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for RealClock {
+    fn now(&self) -> u64 {
+        duration_to_ns(self.origin.elapsed())
+    }
+
+    fn instant_of(&self, t: u64) -> Option<Instant> {
+        self.origin.checked_add(Duration::from_nanos(t))
+    }
+}
+
+/// A clock that moves only when a test moves it, driving the very same tick thread and wheel.
+///
+/// [`advance`](Self::advance) returns once every attached timer has handed out everything due by
+/// the new time, so a test can run "three days" of timers in milliseconds and then assert.
+///
+/// ```
+/// use std::time::Duration;
+/// use reaper::ManualClock;
+///
+/// let clock = ManualClock::new();
+/// clock.advance(Duration::from_secs(3 * 86_400));
+/// assert_eq!(clock.elapsed(), Duration::from_secs(3 * 86_400));
+/// ```
+#[derive(Clone, Default)]
+pub struct ManualClock {
+    inner: Arc<ManualInner>,
+}
+
+#[derive(Default)]
+struct ManualInner {
+    now: Mutex<u64>,
+    drivers: Mutex<Vec<Weak<dyn Driver>>>,
+}
+
+impl ManualClock {
+    /// A clock reading 0.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Moves the clock forward by `d` (saturating at the far future) and waits until every
+    /// attached timer has handed out what is due by then.
+    ///
+    /// Do not call this from inside a task run by an inline executor on the tick thread: the
+    /// wait would be for the calling thread itself. (It is detected and the wait skipped.)
+    pub fn advance(&self, d: Duration) {
+        let now = {
+            let mut now = self.inner.now.lock();
+            *now = now.saturating_add(duration_to_ns(d));
+            *now
+        };
+        self.catch_up(now);
+    }
+
+    /// Moves the clock to `elapsed` since its origin; a time earlier than the current one is
+    /// ignored, as a monotonic clock never goes backwards.
+    pub fn set(&self, elapsed: Duration) {
+        let now = {
+            let mut now = self.inner.now.lock();
+            *now = (*now).max(duration_to_ns(elapsed));
+            *now
+        };
+        self.catch_up(now);
+    }
+
+    /// Time since the origin.
+    pub fn elapsed(&self) -> Duration {
+        Duration::from_nanos(*self.inner.now.lock())
+    }
+
+    fn catch_up(&self, now: u64) {
+        let drivers: Vec<_> = {
+            let mut list = self.inner.drivers.lock();
+            list.retain(|d| d.strong_count() > 0);
+            list.iter().filter_map(Weak::upgrade).collect()
+        };
+        for d in drivers {
+            d.catch_up(now);
+        }
+    }
+}
+
+impl std::fmt::Debug for ManualClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManualClock")
+            .field("elapsed", &self.elapsed())
+            .finish()
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> u64 {
+        *self.inner.now.lock()
+    }
+
+    fn instant_of(&self, _t: u64) -> Option<Instant> {
+        None
+    }
+
+    fn attach(&self, driver: Weak<dyn Driver>) {
+        self.inner.drivers.lock().push(driver);
+    }
+}

@@ -1,0 +1,687 @@
+//! `Timer`, its builder and its handles: the path from `add_or_submit` to a task running.
+//!
+//! ## Ground rules
+//!
+//! Every task has a `Control` shared with its handle. Its `state` moves only along these edges:
+//!
+//! | from      | to        | who, holding what                                   |
+//! |-----------|-----------|-----------------------------------------------------|
+//! | (new)     | PENDING   | `add_or_submit`, wheel lock                         |
+//! | PENDING   | RUNNING   | the job, as it starts (CAS; no lock)                |
+//! | PENDING   | CANCELLED | `cancel`, wheel lock (CAS)                          |
+//! | PENDING   | RETURNED  | `shutdown` draining the wheel, or a job starting after shutdown began (CAS) |
+//! | RUNNING   | DONE      | the job of a one-shot task, after it ran            |
+//! | RUNNING   | PENDING   | the job of a periodic task, re-arming it, wheel lock (CAS) |
+//! | RUNNING   | CANCELLED | `cancel` of a running periodic task, wheel lock (CAS): no further runs |
+//!
+//! PENDING covers "in the wheel" and "handed to the executor, not started": a cancel that wins the
+//! CAS while the task is in transit stops it all the same, because the job must win
+//! PENDING -> RUNNING before it runs anything. So a task runs at most once per arming and never
+//! after `cancel` returned true, and each task ends in exactly one of DONE, CANCELLED, RETURNED
+//! (periodic tasks: CANCELLED or RETURNED).
+//!
+//! `id` (the task's current `TimerId`) changes only under the wheel lock. `in_flight` counts jobs
+//! handed to the executor and not finished; `shutdown` waits for it to drain.
+
+use std::cell::Cell;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering::*};
+use std::sync::{Arc, Weak};
+use std::thread::available_parallelism;
+use std::time::{Duration, Instant};
+
+use executor::{Executor, PanicHandler, RayonExecutor, isolate};
+use parking_lot::{Condvar, Mutex};
+use reaper::{Clock, ManualClock, RealClock, Reaper, duration_to_ns};
+use timing_wheel::{TimerId, TimingWheel};
+
+use crate::error::{AddError, BuildError};
+use crate::stats::{Counters, Histogram, Stats};
+use crate::task::{MisfirePolicy, Task, When, Work};
+
+/// The smallest tick a timer accepts. Sleeping threads wake with roughly this precision.
+pub const MIN_TICK: Duration = Duration::from_millis(1);
+
+const PENDING: u8 = 0;
+const RUNNING: u8 = 1;
+const DONE: u8 = 2;
+const CANCELLED: u8 = 3;
+const RETURNED: u8 = 4;
+
+struct Control {
+    state: AtomicU8,
+    id: AtomicU64,
+    periodic: bool,
+}
+
+impl Control {
+    fn cas(&self, from: u8, to: u8) -> bool {
+        self.state
+            .compare_exchange(from, to, AcqRel, Acquire)
+            .is_ok()
+    }
+}
+
+/// What the wheel holds: the task with its deadline resolved (clock nanoseconds).
+struct Entry {
+    task: Task,
+    deadline: u64,
+    ctl: Arc<Control>,
+}
+
+thread_local! {
+    /// The timer whose task this thread is running, if any (address of its `Inner`).
+    static RUNNING_FOR: Cell<usize> = const { Cell::new(0) };
+}
+
+struct Inner {
+    reaper: Reaper<Entry>,
+    executor: Arc<dyn Executor>,
+    clock: Arc<dyn Clock>,
+    /// The instant clock time 0 stands for (maps `Task::at` deadlines).
+    origin: Instant,
+    max_pending: usize,
+    shutting_down: AtomicBool,
+    counters: Counters,
+    lateness: Histogram,
+    last_panic: Mutex<Option<String>>,
+    on_panic: Option<PanicHandler>,
+    in_flight: Mutex<usize>,
+    drained: Condvar,
+    /// Tasks that jobs found unrun after shutdown began.
+    returned: Mutex<Vec<Task>>,
+}
+
+/// A timer service on a hierarchical timing wheel.
+///
+/// Add tasks from any thread with [`add_or_submit`](Self::add_or_submit); a tick thread sleeps
+/// until the earliest bucket is due and hands due tasks to a rayon pool (or your
+/// [`Executor`]), so the tick thread never runs your code. `Timer` is `Send + Sync`; share it
+/// with an `Arc` or by reference.
+///
+/// ```
+/// use std::time::Duration;
+/// use wheel_timer::{Task, Timer};
+///
+/// let timer = Timer::new()?;
+/// let handle = timer.add_or_submit(Task::after(Duration::from_secs(900), || println!("too late")))?;
+/// assert!(handle.cancel());
+/// assert!(timer.shutdown().is_empty());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// Dropping the timer shuts it down (the tasks that never ran are dropped).
+pub struct Timer {
+    inner: Arc<Inner>,
+}
+
+/// Configures a [`Timer`]. Every value is validated by [`build`](Self::build).
+#[must_use = "a builder does nothing until build() is called"]
+pub struct TimerBuilder {
+    tick: Duration,
+    wheel_size: usize,
+    threads: Option<usize>,
+    max_pending: Option<usize>,
+    name: String,
+    clock: Option<ManualClock>,
+    executor: Option<Arc<dyn Executor>>,
+    on_panic: Option<PanicHandler>,
+}
+
+impl fmt::Debug for TimerBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TimerBuilder")
+            .field("tick", &self.tick)
+            .field("wheel_size", &self.wheel_size)
+            .field("threads", &self.threads)
+            .field("max_pending", &self.max_pending)
+            .field("name", &self.name)
+            .field("manual_clock", &self.clock.is_some())
+            .field("custom_executor", &self.executor.is_some())
+            .finish()
+    }
+}
+
+impl TimerBuilder {
+    /// Width of a level-0 bucket: the timer's precision. Default 1 ms; at least [`MIN_TICK`].
+    pub fn tick(mut self, tick: Duration) -> Self {
+        self.tick = tick;
+        self
+    }
+
+    /// Buckets per level: a power of two from 2 to 65536. Default 64.
+    pub fn wheel_size(mut self, size: usize) -> Self {
+        self.wheel_size = size;
+        self
+    }
+
+    /// Threads of the rayon pool that runs tasks. Default: the available parallelism.
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = Some(threads);
+        self
+    }
+
+    /// Refuse adds while this many tasks wait in the wheel ([`AddError::Full`]). Default: no
+    /// limit. Re-arming a periodic task is never refused.
+    pub fn max_pending(mut self, max: usize) -> Self {
+        self.max_pending = Some(max);
+        self
+    }
+
+    /// Prefix of the thread names (`{name}-tick`, `{name}-exec-{i}`). Default `"wheel-timer"`.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Drive the timer from a [`ManualClock`] instead of the real one: the same tick thread and
+    /// wheel, with time moved by the test. `Task::at` instants are read against the instant the
+    /// timer was built, which is manual time zero.
+    pub fn clock(mut self, clock: ManualClock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// Run tasks on `executor` instead of a rayon pool (`threads` is then ignored).
+    pub fn executor(mut self, executor: Arc<dyn Executor>) -> Self {
+        self.executor = Some(executor);
+        self
+    }
+
+    /// Called with the message of every task that panics (after it is counted).
+    pub fn on_panic(mut self, f: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        self.on_panic = Some(Arc::new(f));
+        self
+    }
+
+    /// Builds the timer and starts its threads.
+    pub fn build(self) -> Result<Timer, BuildError> {
+        if self.tick < MIN_TICK {
+            return Err(BuildError::TickTooSmall {
+                tick: self.tick,
+                min: MIN_TICK,
+            });
+        }
+        let tick_ns = duration_to_ns(self.tick);
+        let wheel = TimingWheel::new(tick_ns, self.wheel_size, 0).map_err(BuildError::WheelSize)?;
+        if self.max_pending == Some(0) {
+            return Err(BuildError::ZeroMaxPending);
+        }
+        let executor: Arc<dyn Executor> = match self.executor {
+            Some(e) => e,
+            None => {
+                let threads = self
+                    .threads
+                    .unwrap_or_else(|| available_parallelism().map_or(2, |n| n.get()));
+                if threads == 0 {
+                    return Err(BuildError::ZeroThreads);
+                }
+                Arc::new(
+                    RayonExecutor::new(threads, &self.name)
+                        .map_err(|e| BuildError::Spawn(std::io::Error::other(e)))?,
+                )
+            }
+        };
+        let (clock, origin): (Arc<dyn Clock>, Instant) = match self.clock {
+            Some(manual) => (Arc::new(manual), Instant::now()),
+            None => {
+                let real = RealClock::new();
+                (Arc::new(real), real.origin())
+            }
+        };
+        let inner = Arc::new(Inner {
+            reaper: Reaper::new(wheel, clock.clone()),
+            executor,
+            clock,
+            origin,
+            max_pending: self.max_pending.unwrap_or(usize::MAX),
+            shutting_down: AtomicBool::new(false),
+            counters: Counters::default(),
+            lateness: Histogram::new(),
+            last_panic: Mutex::new(None),
+            on_panic: self.on_panic,
+            in_flight: Mutex::new(0),
+            drained: Condvar::new(),
+            returned: Mutex::new(Vec::new()),
+        });
+        let weak = Arc::downgrade(&inner);
+        inner
+            .reaper
+            .spawn(&self.name, move |batch: &mut Vec<Entry>| {
+                let Some(inner) = weak.upgrade() else {
+                    batch.clear();
+                    return;
+                };
+                for entry in batch.drain(..) {
+                    inner.submit(entry);
+                }
+            })
+            .map_err(BuildError::Spawn)?;
+        Ok(Timer { inner })
+    }
+}
+
+impl Timer {
+    /// A timer with the defaults: tick 1 ms, 64 buckets per level, a rayon pool as wide as the
+    /// machine, no `max_pending`.
+    pub fn new() -> Result<Timer, BuildError> {
+        Timer::builder().build()
+    }
+
+    /// A builder with the defaults of [`new`](Self::new).
+    pub fn builder() -> TimerBuilder {
+        TimerBuilder {
+            tick: Duration::from_millis(1),
+            wheel_size: 64,
+            threads: None,
+            max_pending: None,
+            name: "wheel-timer".to_owned(),
+            clock: None,
+            executor: None,
+            on_panic: None,
+        }
+    }
+
+    /// Adds `task`; a task whose deadline has already come goes straight to the executor, never
+    /// queued behind a tick. Returns a handle to cancel or reschedule it.
+    ///
+    /// Refused, with the task handed back, when `max_pending` tasks are waiting
+    /// ([`AddError::Full`]), after [`shutdown`](Self::shutdown) ([`AddError::Shutdown`]), or for a
+    /// periodic task with a zero period ([`AddError::ZeroPeriod`]).
+    pub fn add_or_submit(&self, task: Task) -> Result<TimerHandle, AddError> {
+        if let Work::Every { period, .. } = &task.work
+            && period.is_zero()
+        {
+            return Err(AddError::ZeroPeriod(task));
+        }
+        let inner = &self.inner;
+        let ctl = Arc::new(Control {
+            state: AtomicU8::new(PENDING),
+            id: AtomicU64::new(u64::MAX),
+            periodic: task.is_periodic(),
+        });
+        let mut wheel = inner.reaper.lock();
+        if wheel.is_closed() || inner.shutting_down.load(Acquire) {
+            return Err(AddError::Shutdown(task));
+        }
+        let now = wheel.clock_now();
+        let deadline = match task.when {
+            When::After(d) => now.saturating_add(duration_to_ns(d)),
+            When::At(at) => duration_to_ns(at.saturating_duration_since(inner.origin)),
+        };
+        let entry = Entry {
+            task,
+            deadline,
+            ctl: ctl.clone(),
+        };
+        if deadline > now {
+            if wheel.wheel().len() >= inner.max_pending {
+                inner.counters.rejected.fetch_add(1, Relaxed);
+                return Err(AddError::Full(entry.task));
+            }
+            match wheel.insert(deadline, entry) {
+                Ok(id) => {
+                    ctl.id.store(id.into_raw(), Relaxed);
+                    inner.counters.added.fetch_add(1, Relaxed);
+                    return Ok(TimerHandle {
+                        inner: Arc::downgrade(inner),
+                        ctl,
+                    });
+                }
+                Err(entry) => {
+                    // Due by the wheel's own clock: run it now.
+                    drop(wheel);
+                    inner.counters.added.fetch_add(1, Relaxed);
+                    inner.submit(entry);
+                    return Ok(TimerHandle {
+                        inner: Arc::downgrade(inner),
+                        ctl,
+                    });
+                }
+            }
+        }
+        drop(wheel);
+        inner.counters.added.fetch_add(1, Relaxed);
+        inner.submit(entry);
+        Ok(TimerHandle {
+            inner: Arc::downgrade(inner),
+            ctl,
+        })
+    }
+
+    /// Number of tasks waiting in the wheel.
+    pub fn pending(&self) -> usize {
+        self.inner.reaper.lock().wheel().len()
+    }
+
+    /// A snapshot of the counters and the lateness histogram.
+    pub fn stats(&self) -> Stats {
+        let c = &self.inner.counters;
+        let (p50, p99, max) = self.inner.lateness.summary();
+        let (pending, wakeups) = {
+            let st = self.inner.reaper.lock();
+            (st.wheel().len(), st.wakeups())
+        };
+        Stats {
+            pending,
+            added: c.added.load(Relaxed),
+            fired: c.fired.load(Relaxed),
+            cancelled: c.cancelled.load(Relaxed),
+            rejected: c.rejected.load(Relaxed),
+            panicked: c.panicked.load(Relaxed),
+            returned: c.returned.load(Relaxed),
+            skipped: c.skipped.load(Relaxed),
+            lateness_p50: Duration::from_nanos(p50),
+            lateness_p99: Duration::from_nanos(p99),
+            lateness_max: Duration::from_nanos(max),
+            tick_wakeups: wakeups,
+            last_panic: self.inner.last_panic.lock().clone(),
+        }
+    }
+
+    /// Stops the timer: waits for tasks already running, and returns every task that never ran
+    /// (waiting in the wheel, or handed to the executor but not started), earliest first.
+    /// Afterwards every add is refused with [`AddError::Shutdown`]. Idempotent: later calls
+    /// return nothing. Called from inside one of this timer's tasks, it does not wait for that
+    /// task (and so does not deadlock).
+    pub fn shutdown(&self) -> Vec<Task> {
+        self.inner.shutdown()
+    }
+
+    /// Time on the timer's clock since it was built.
+    pub fn elapsed(&self) -> Duration {
+        Duration::from_nanos(self.inner.clock.now())
+    }
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        self.inner.shutdown();
+    }
+}
+
+impl fmt::Debug for Timer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Timer")
+            .field("pending", &self.pending())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Inner {
+    /// Hands `entry` to the executor as a job.
+    fn submit(self: &Arc<Self>, entry: Entry) {
+        *self.in_flight.lock() += 1;
+        let inner = self.clone();
+        self.executor
+            .execute(Box::new(move || inner.run_job(entry)));
+    }
+
+    fn run_job(self: Arc<Self>, entry: Entry) {
+        let _flight = InFlight(&self);
+        let Entry {
+            task,
+            deadline,
+            ctl,
+        } = entry;
+        if self.shutting_down.load(Acquire) {
+            if ctl.cas(PENDING, RETURNED) {
+                self.counters.returned.fetch_add(1, Relaxed);
+                self.returned.lock().push(task);
+            }
+            return;
+        }
+        if !ctl.cas(PENDING, RUNNING) {
+            return; // cancelled while in transit: dropped, never run
+        }
+        let now = self.clock.now();
+        let late = now.saturating_sub(deadline);
+        let Task { work, when } = task;
+        match work {
+            Work::Once(f) => {
+                self.run_user(f, late);
+                ctl.state.store(DONE, Release);
+            }
+            Work::Every {
+                mut f,
+                period,
+                policy,
+            } => {
+                let period_ns = duration_to_ns(period);
+                let mut scheduled = deadline;
+                let mut late = late;
+                // Catch-up runs go back to back here rather than through the executor again, so
+                // a jump of the clock over many periods cannot recurse (an inline executor would).
+                let next = loop {
+                    if policy == MisfirePolicy::Skip && late >= period_ns {
+                        self.counters.skipped.fetch_add(1, Relaxed);
+                    } else {
+                        self.run_user(&mut f, late);
+                    }
+                    let now = self.clock.now();
+                    let next = next_run(scheduled, period_ns, now, policy);
+                    if next > now
+                        || ctl.state.load(Acquire) != RUNNING
+                        || self.shutting_down.load(Acquire)
+                    {
+                        break next;
+                    }
+                    scheduled = next;
+                    late = now - next;
+                };
+                let task = Task {
+                    work: Work::Every { f, period, policy },
+                    when,
+                };
+                self.rearm(task, next, ctl);
+            }
+        }
+    }
+
+    fn run_user(&self, f: impl FnOnce(), late: u64) {
+        self.counters.fired.fetch_add(1, Relaxed);
+        self.lateness.record(late);
+        let me = self as *const Inner as usize;
+        let outer = RUNNING_FOR.with(|c| c.replace(me));
+        let result = isolate(f);
+        RUNNING_FOR.with(|c| c.set(outer));
+        if let Err(message) = result {
+            self.counters.panicked.fetch_add(1, Relaxed);
+            if let Some(hook) = &self.on_panic {
+                let _ = isolate(|| hook(&message));
+            }
+            *self.last_panic.lock() = Some(message);
+        }
+    }
+
+    /// Puts a periodic task back for its next run, unless it was cancelled or the timer is
+    /// shutting down.
+    fn rearm(self: &Arc<Self>, task: Task, next: u64, ctl: Arc<Control>) {
+        let mut wheel = self.reaper.lock();
+        if self.shutting_down.load(Acquire) || wheel.is_closed() {
+            if ctl.cas(RUNNING, RETURNED) {
+                self.counters.returned.fetch_add(1, Relaxed);
+                self.returned.lock().push(task);
+            }
+            return;
+        }
+        if !ctl.cas(RUNNING, PENDING) {
+            return; // cancelled while running: no further runs (dropped after the lock)
+        }
+        let entry = Entry {
+            task,
+            deadline: next,
+            ctl: ctl.clone(),
+        };
+        if next > wheel.clock_now() {
+            match wheel.insert(next, entry) {
+                Ok(id) => ctl.id.store(id.into_raw(), Relaxed),
+                Err(entry) => {
+                    drop(wheel);
+                    self.submit(entry);
+                }
+            }
+        } else {
+            drop(wheel);
+            self.submit(entry);
+        }
+    }
+
+    fn shutdown(self: &Arc<Self>) -> Vec<Task> {
+        if self.shutting_down.swap(true, AcqRel) {
+            return Vec::new();
+        }
+        let mut tasks = Vec::new();
+        for entry in self.reaper.close() {
+            if entry.ctl.cas(PENDING, RETURNED) {
+                tasks.push(entry.task);
+            }
+        }
+        self.counters
+            .returned
+            .fetch_add(tasks.len() as u64, Relaxed);
+        // Jobs already handed out finish or hand their task back; a task calling shutdown on
+        // itself is one of them and must not be waited for.
+        let me = Arc::as_ptr(self) as usize;
+        let own = usize::from(RUNNING_FOR.with(|c| c.get()) == me);
+        let mut in_flight = self.in_flight.lock();
+        while *in_flight > own {
+            self.drained.wait(&mut in_flight);
+        }
+        drop(in_flight);
+        tasks.append(&mut self.returned.lock());
+        tasks
+    }
+}
+
+/// Counts a job as in flight until it ends (even by a panic in our own code).
+struct InFlight<'a>(&'a Inner);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut n = self.0.in_flight.lock();
+        *n -= 1;
+        if *n == 0 || self.0.shutting_down.load(Relaxed) {
+            self.0.drained.notify_all();
+        }
+    }
+}
+
+/// The next run of a fixed-rate task whose run for `scheduled` just ended at `now`.
+fn next_run(scheduled: u64, period: u64, now: u64, policy: MisfirePolicy) -> u64 {
+    let next = scheduled.saturating_add(period);
+    if next > now || policy == MisfirePolicy::CatchUp {
+        return next;
+    }
+    // Fell behind by a period or more: the next grid point after now.
+    let behind = (now - scheduled) / period + 1;
+    scheduled.saturating_add(behind.saturating_mul(period))
+}
+
+/// A handle to one added task: cancel it, reschedule it, ask how it ended.
+///
+/// Dropping the handle does nothing to the task (fire-and-forget adds may drop it). A handle outliving its timer answers `false`
+/// to everything that would change the task.
+pub struct TimerHandle {
+    inner: Weak<Inner>,
+    ctl: Arc<Control>,
+}
+
+impl TimerHandle {
+    /// Stops the task: `true` iff this call stopped it from running (again). A one-shot task
+    /// that already started, ran or was cancelled gives `false`; a periodic task gives `true`
+    /// once, and runs no more (a run in progress finishes). The task is dropped promptly, not
+    /// when its bucket comes round.
+    pub fn cancel(&self) -> bool {
+        let Some(inner) = self.inner.upgrade() else {
+            return false;
+        };
+        let mut wheel = inner.reaper.lock();
+        let stopped = self.ctl.cas(PENDING, CANCELLED)
+            || (self.ctl.periodic && self.ctl.cas(RUNNING, CANCELLED));
+        if !stopped {
+            return false;
+        }
+        let removed = wheel.cancel(TimerId::from_raw(self.ctl.id.load(Relaxed)));
+        drop(wheel);
+        drop(removed); // the user's closure is dropped outside the lock
+        inner.counters.cancelled.fetch_add(1, Relaxed);
+        true
+    }
+
+    /// Moves the task's next run to `delay` from now: `true` if it was waiting in the wheel and
+    /// now has the new deadline; `false` if it already started, ran, was cancelled, is on its way
+    /// to the executor, or the timer is gone. O(1).
+    pub fn reschedule(&self, delay: Duration) -> bool {
+        let Some(inner) = self.inner.upgrade() else {
+            return false;
+        };
+        let mut wheel = inner.reaper.lock();
+        if self.ctl.state.load(Acquire) != PENDING || wheel.is_closed() {
+            return false;
+        }
+        let id = TimerId::from_raw(self.ctl.id.load(Relaxed));
+        let deadline = wheel
+            .clock_now()
+            .saturating_add(duration_to_ns(delay))
+            .max(1);
+        if !wheel.reschedule(id, deadline) {
+            return false;
+        }
+        if let Some(entry) = wheel.get_mut(id) {
+            entry.deadline = deadline;
+        }
+        true
+    }
+
+    /// True once a [`cancel`](Self::cancel) succeeded.
+    pub fn is_cancelled(&self) -> bool {
+        self.ctl.state.load(Acquire) == CANCELLED
+    }
+
+    /// True once the task will never run again: a one-shot task ran (or panicked), or the task
+    /// was cancelled, or handed back by shutdown.
+    pub fn is_done(&self) -> bool {
+        matches!(self.ctl.state.load(Acquire), DONE | CANCELLED | RETURNED)
+    }
+}
+
+impl fmt::Debug for TimerHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TimerHandle")
+            .field("cancelled", &self.is_cancelled())
+            .field("done", &self.is_done())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_run_per_policy() {
+        // (scheduled, period, now, policy, next)
+        let table = [
+            (100, 10, 105, MisfirePolicy::RunOnce, 110),
+            (100, 10, 110, MisfirePolicy::RunOnce, 120),
+            (100, 10, 135, MisfirePolicy::RunOnce, 140),
+            (100, 10, 135, MisfirePolicy::Skip, 140),
+            (100, 10, 135, MisfirePolicy::CatchUp, 110),
+            (
+                u64::MAX - 5,
+                10,
+                u64::MAX - 1,
+                MisfirePolicy::RunOnce,
+                u64::MAX,
+            ),
+        ];
+        for (s, p, now, policy, want) in table {
+            assert_eq!(
+                next_run(s, p, now, policy),
+                want,
+                "next_run({s}, {p}, {now}, {policy:?})"
+            );
+        }
+    }
+}

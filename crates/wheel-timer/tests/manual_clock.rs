@@ -1,0 +1,438 @@
+//! Timing behaviour on the manual clock: deadlines across every level, cancel, reschedule,
+//! periodic tasks under each misfire policy, catch-up after a jump of days, shutdown, backpressure
+//! and panics. The inline executor makes "handed to the executor" mean "has run", so every
+//! assertion is exact and nothing sleeps.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use wheel_timer::{
+    AddError, InlineExecutor, ManualClock, MisfirePolicy, RayonExecutor, Task, Timer,
+};
+
+const MS: Duration = Duration::from_millis(1);
+const SEC: Duration = Duration::from_secs(1);
+const DAY: Duration = Duration::from_secs(86_400);
+
+fn manual() -> (ManualClock, Timer) {
+    let clock = ManualClock::new();
+    let timer = Timer::builder()
+        .clock(clock.clone())
+        .executor(Arc::new(InlineExecutor::new()))
+        .build()
+        .unwrap();
+    (clock, timer)
+}
+
+/// A log of (label, clock time at run).
+type Log = Arc<Mutex<Vec<(usize, Duration)>>>;
+
+fn logging(log: &Log, clock: &ManualClock, label: usize) -> impl FnMut() + Send + 'static {
+    let (log, clock) = (log.clone(), clock.clone());
+    move || log.lock().push((label, clock.elapsed()))
+}
+
+#[test]
+fn tasks_fire_at_their_deadlines_and_not_before_across_all_levels() {
+    let (clock, timer) = manual();
+    let log: Log = Arc::default();
+    let delays = [
+        MS,
+        5 * MS,
+        63 * MS,
+        64 * MS,
+        SEC,
+        Duration::from_millis(4_097),
+        5 * 60 * SEC,
+        3 * 3600 * SEC,
+        2 * DAY,
+        40 * DAY,
+        200 * DAY,
+        3 * 365 * DAY,
+    ];
+    for (i, &d) in delays.iter().enumerate() {
+        let f = logging(&log, &clock, i);
+        timer.add_or_submit(Task::after(d, f)).unwrap();
+    }
+    for (i, &d) in delays.iter().enumerate() {
+        clock.set(d - MS / 2);
+        assert_eq!(log.lock().len(), i, "task {i} ({d:?}) ran early");
+        clock.set(d);
+        assert_eq!(
+            log.lock().last(),
+            Some(&(i, d)),
+            "task {i} ({d:?}) did not run at its deadline"
+        );
+    }
+    assert_eq!(timer.pending(), 0);
+    let stats = timer.stats();
+    assert_eq!(stats.fired, delays.len() as u64);
+    assert_eq!(
+        stats.lateness_max,
+        Duration::ZERO,
+        "on the manual clock every run is exactly on time"
+    );
+}
+
+#[test]
+fn cancel_before_fire() {
+    let (clock, timer) = manual();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    let h = timer
+        .add_or_submit(Task::after(SEC, move || {
+            r.fetch_add(1, SeqCst);
+        }))
+        .unwrap();
+    assert_eq!(timer.pending(), 1);
+    assert!(h.cancel());
+    assert_eq!(timer.pending(), 0, "the entry is freed at once");
+    assert!(h.is_cancelled() && h.is_done());
+    assert!(!h.cancel(), "cancel twice");
+    clock.advance(2 * SEC);
+    assert_eq!(ran.load(SeqCst), 0);
+    assert_eq!(timer.stats().cancelled, 1);
+}
+
+#[test]
+fn reschedule_earlier_and_later() {
+    let (clock, timer) = manual();
+    let log: Log = Arc::default();
+    let a = logging(&log, &clock, 0);
+    let b = logging(&log, &clock, 1);
+    let early = timer.add_or_submit(Task::after(10 * SEC, a)).unwrap();
+    let late = timer.add_or_submit(Task::after(2 * SEC, b)).unwrap();
+    assert!(early.reschedule(SEC));
+    assert!(late.reschedule(60 * SEC));
+    clock.advance(SEC);
+    assert_eq!(*log.lock(), [(0, SEC)]);
+    clock.advance(58 * SEC);
+    assert_eq!(log.lock().len(), 1);
+    clock.advance(SEC);
+    assert_eq!(*log.lock(), [(0, SEC), (1, 60 * SEC)]);
+    assert!(!late.reschedule(SEC), "reschedule after it ran");
+}
+
+fn periodic_runs(policy: MisfirePolicy) -> Vec<Duration> {
+    let (clock, timer) = manual();
+    let log: Log = Arc::default();
+    let f = logging(&log, &clock, 0);
+    let h = timer
+        .add_or_submit(Task::every(10 * SEC, f).misfire(policy))
+        .unwrap();
+    clock.advance(10 * SEC); // on time
+    clock.advance(35 * SEC); // stalled: runs due at 20, 30 and 40 were missed; now 45
+    clock.advance(5 * SEC); // 50: the grid again
+    assert!(h.cancel(), "cancel stops a periodic task");
+    assert!(!h.cancel());
+    clock.advance(100 * SEC);
+    let runs = log.lock().iter().map(|&(_, t)| t).collect();
+    assert_eq!(timer.pending(), 0);
+    runs
+}
+
+#[test]
+fn periodic_run_once_runs_once_for_the_missed_runs_and_keeps_the_grid() {
+    assert_eq!(
+        periodic_runs(MisfirePolicy::RunOnce),
+        [10 * SEC, 45 * SEC, 50 * SEC]
+    );
+}
+
+#[test]
+fn periodic_skip_drops_late_runs() {
+    assert_eq!(periodic_runs(MisfirePolicy::Skip), [10 * SEC, 50 * SEC]);
+}
+
+#[test]
+fn periodic_catch_up_runs_every_missed_run() {
+    assert_eq!(
+        periodic_runs(MisfirePolicy::CatchUp),
+        [10 * SEC, 45 * SEC, 45 * SEC, 45 * SEC, 50 * SEC]
+    );
+}
+
+#[test]
+fn a_jump_of_days_fires_everything_once_in_deadline_order() {
+    let (clock, timer) = manual();
+    let log: Log = Arc::default();
+    let mut seed = 0x1234_5678_9ABC_DEF1u64;
+    let mut deadlines = Vec::new();
+    for i in 0..5_000 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let d = Duration::from_millis(1 + seed % (3 * 86_400_000));
+        deadlines.push(d);
+        let f = logging(&log, &clock, i);
+        timer.add_or_submit(Task::after(d, f)).unwrap();
+    }
+    clock.advance(3 * DAY);
+    let log = log.lock();
+    assert_eq!(log.len(), deadlines.len(), "every task ran, once");
+    let mut seen = vec![false; deadlines.len()];
+    for w in log.windows(2) {
+        assert!(
+            deadlines[w[0].0] <= deadlines[w[1].0],
+            "out of deadline order"
+        );
+    }
+    for &(i, _) in log.iter() {
+        assert!(!std::mem::replace(&mut seen[i], true), "task {i} ran twice");
+    }
+    let stats = timer.stats();
+    assert!(
+        stats.lateness_max > DAY,
+        "the jump shows as lateness: {:?}",
+        stats.lateness_max
+    );
+}
+
+#[test]
+fn shutdown_returns_exactly_the_unrun_tasks() {
+    let (clock, timer) = manual();
+    let ran: Arc<Mutex<Vec<usize>>> = Arc::default();
+    let mut handles = Vec::new();
+    for i in 0..10 {
+        let ran = ran.clone();
+        handles.push(
+            timer
+                .add_or_submit(Task::after((i as u32 + 1) * SEC, move || {
+                    ran.lock().push(i)
+                }))
+                .unwrap(),
+        );
+    }
+    clock.advance(4 * SEC); // 0..=3 run
+    assert!(handles[6].cancel());
+    assert!(handles[8].cancel());
+    let back = timer.shutdown();
+    assert_eq!(back.len(), 4, "4, 5, 7, 9 never ran");
+    assert!(timer.shutdown().is_empty(), "shutdown is idempotent");
+    for t in back {
+        t.run();
+    }
+    assert_eq!(*ran.lock(), [0, 1, 2, 3, 4, 5, 7, 9]);
+    assert!(handles[4].is_done() && !handles[4].cancel());
+    let err = timer.add_or_submit(Task::after(SEC, || {})).unwrap_err();
+    assert!(matches!(err, AddError::Shutdown(_)));
+    let stats = timer.stats();
+    assert_eq!(
+        (stats.added, stats.fired, stats.cancelled, stats.returned),
+        (10, 4, 2, 4)
+    );
+}
+
+#[test]
+fn max_pending_refuses_and_hands_the_task_back() {
+    let clock = ManualClock::new();
+    let timer = Timer::builder()
+        .clock(clock.clone())
+        .executor(Arc::new(InlineExecutor::new()))
+        .max_pending(3)
+        .build()
+        .unwrap();
+    let hs: Vec<_> = (1..=3)
+        .map(|i| timer.add_or_submit(Task::after(i * SEC, || {})).unwrap())
+        .collect();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    let refused = timer
+        .add_or_submit(Task::after(SEC, move || {
+            r.fetch_add(1, SeqCst);
+        }))
+        .unwrap_err();
+    let AddError::Full(task) = refused else {
+        panic!("expected Full, got {refused:?}")
+    };
+    task.run();
+    assert_eq!(ran.load(SeqCst), 1, "the refused task came back intact");
+    assert_eq!(timer.stats().rejected, 1);
+    // A task already due never waits in the wheel, so it is not refused.
+    assert!(
+        timer
+            .add_or_submit(Task::after(Duration::ZERO, || {}))
+            .is_ok()
+    );
+    clock.advance(SEC); // one fires
+    assert!(timer.add_or_submit(Task::after(SEC, || {})).is_ok());
+    assert!(timer.add_or_submit(Task::after(SEC, || {})).is_err());
+    assert!(hs[2].cancel()); // one is cancelled
+    assert!(timer.add_or_submit(Task::after(SEC, || {})).is_ok());
+}
+
+#[test]
+fn a_panicking_task_is_counted_and_the_rest_run() {
+    let clock = ManualClock::new();
+    let messages: Arc<Mutex<Vec<String>>> = Arc::default();
+    let m = messages.clone();
+    let pool = Arc::new(RayonExecutor::new(2, "panics").unwrap());
+    let timer = Timer::builder()
+        .clock(clock.clone())
+        .executor(pool.clone())
+        .on_panic(move |msg| m.lock().push(msg.to_owned()))
+        .build()
+        .unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    for i in 0..100u32 {
+        let ran = ran.clone();
+        timer
+            .add_or_submit(Task::after(SEC + i * MS, move || {
+                if i % 10 == 3 {
+                    panic!("task {i} broke");
+                }
+                ran.fetch_add(1, SeqCst);
+            }))
+            .unwrap();
+    }
+    clock.advance(2 * SEC);
+    pool.wait_idle();
+    assert!(
+        timer.shutdown().is_empty(),
+        "everything was due and has run"
+    );
+    assert_eq!(ran.load(SeqCst), 90);
+    let stats = timer.stats();
+    assert_eq!((stats.fired, stats.panicked), (100, 10));
+    assert!(stats.last_panic.is_some_and(|m| m.ends_with("broke")));
+    assert_eq!(messages.lock().len(), 10);
+}
+
+#[test]
+fn shutdown_from_inside_a_task_does_not_deadlock() {
+    for pool in [false, true] {
+        let clock = ManualClock::new();
+        let builder = Timer::builder().clock(clock.clone());
+        let builder = if pool {
+            builder.threads(2)
+        } else {
+            builder.executor(Arc::new(InlineExecutor::new()))
+        };
+        let timer = Arc::new(builder.build().unwrap());
+        let t = timer.clone();
+        let back = Arc::new(Mutex::new(None));
+        let b = back.clone();
+        timer
+            .add_or_submit(Task::after(SEC, move || {
+                *b.lock() = Some(t.shutdown().len())
+            }))
+            .unwrap();
+        timer.add_or_submit(Task::after(DAY, || {})).unwrap();
+        clock.advance(SEC);
+        // With the pool the task runs on another thread: wait for it (bounded) without sleeping
+        // on timing assumptions.
+        let start = Instant::now();
+        while back.lock().is_none() && start.elapsed() < Duration::from_secs(30) {
+            std::thread::yield_now();
+        }
+        assert_eq!(
+            *back.lock(),
+            Some(1),
+            "the day-long task came back (pool: {pool})"
+        );
+        assert!(matches!(
+            timer.add_or_submit(Task::after(SEC, || {})),
+            Err(AddError::Shutdown(_))
+        ));
+    }
+}
+
+#[test]
+fn tasks_can_add_tasks() {
+    let (clock, timer) = manual();
+    let timer = Arc::new(timer);
+    let log: Log = Arc::default();
+    let (t, l, c) = (timer.clone(), log.clone(), clock.clone());
+    timer
+        .add_or_submit(Task::after(SEC, move || {
+            l.lock().push((0, c.elapsed()));
+            let (l2, c2) = (l.clone(), c.clone());
+            t.add_or_submit(Task::after(SEC, move || l2.lock().push((1, c2.elapsed()))))
+                .unwrap();
+        }))
+        .unwrap();
+    clock.advance(SEC);
+    clock.advance(SEC);
+    assert_eq!(*log.lock(), [(0, SEC), (1, 2 * SEC)]);
+}
+
+#[test]
+fn bad_input_gets_typed_errors_or_documented_answers() {
+    use wheel_timer::BuildError;
+    assert!(matches!(
+        Timer::builder().tick(Duration::ZERO).build(),
+        Err(BuildError::TickTooSmall { .. })
+    ));
+    assert!(matches!(
+        Timer::builder().tick(Duration::from_micros(10)).build(),
+        Err(BuildError::TickTooSmall { .. })
+    ));
+    for size in [0, 1, 3, 100, 1 << 17] {
+        assert!(
+            matches!(
+                Timer::builder().wheel_size(size).build(),
+                Err(BuildError::WheelSize(_))
+            ),
+            "size {size}"
+        );
+    }
+    assert!(matches!(
+        Timer::builder().threads(0).build(),
+        Err(BuildError::ZeroThreads)
+    ));
+    assert!(matches!(
+        Timer::builder().max_pending(0).build(),
+        Err(BuildError::ZeroMaxPending)
+    ));
+    assert!(
+        Timer::builder()
+            .tick(Duration::MAX)
+            .wheel_size(2)
+            .build()
+            .is_ok(),
+        "a huge tick is merely coarse"
+    );
+
+    let (clock, timer) = manual();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    timer
+        .add_or_submit(Task::after(Duration::ZERO, move || {
+            r.fetch_add(1, SeqCst);
+        }))
+        .unwrap();
+    assert_eq!(ran.load(SeqCst), 1, "Duration::ZERO runs at once");
+    let r = ran.clone();
+    timer
+        .add_or_submit(Task::at(Instant::now() - SEC, move || {
+            r.fetch_add(1, SeqCst);
+        }))
+        .unwrap();
+    assert_eq!(ran.load(SeqCst), 2, "an Instant in the past runs at once");
+    let forever = timer
+        .add_or_submit(Task::after(Duration::MAX, || {}))
+        .unwrap();
+    assert_eq!(
+        timer.pending(),
+        1,
+        "Duration::MAX saturates to the far future"
+    );
+    clock.advance(100 * 365 * DAY);
+    assert!(!forever.is_done());
+    assert!(forever.reschedule(Duration::MAX));
+    assert!(matches!(
+        timer.add_or_submit(Task::every(Duration::ZERO, || {})),
+        Err(AddError::ZeroPeriod(_))
+    ));
+    assert!(forever.cancel());
+    assert!(!forever.reschedule(SEC), "reschedule after cancel");
+
+    let h = timer.add_or_submit(Task::after(SEC, || {})).unwrap();
+    drop(timer);
+    assert!(
+        !h.cancel() && !h.reschedule(SEC),
+        "a handle outliving its timer changes nothing"
+    );
+}
