@@ -1,0 +1,312 @@
+//! `wheelbench`: runs the comparative workloads and writes `docs/benchmarks.md` with a W4 chart.
+//!
+//! ```text
+//! cargo run --release -p wheel-benches --bin wheelbench -- [--quick] [--n N] [--only W1,W2]
+//!     [--out PATH] [--no-write]
+//! ```
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use wheel_benches::alloc::CountingAlloc;
+use wheel_benches::machine::Machine;
+use wheel_benches::report::Table;
+use wheel_benches::scenario::{self, Check, Config, Outcome};
+use wheel_benches::svg;
+
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
+
+const USAGE: &str = "\
+usage: wheelbench [--quick] [--n N] [--only W1,W2,...] [--out PATH] [--no-write]
+
+  --quick      smaller sizes and fewer repetitions (well under two minutes)
+  --n N        timers for W1, W3, W5 and live timers for W2 (default 1M; quick 200k / 100k)
+  --only LIST  run only these workloads (W1..W5), comma-separated
+  --out PATH   where to write the Markdown report (default: <workspace>/docs/benchmarks.md);
+               the W4 chart goes next to it as w4-growth.svg
+  --no-write   print only, write nothing
+  -h, --help   this message";
+
+/// Parsed command line.
+#[derive(Debug)]
+struct Args {
+    cfg: Config,
+    only: Option<Vec<String>>,
+    out: PathBuf,
+    write: bool,
+}
+
+fn parse(args: &[String]) -> Result<Option<Args>, String> {
+    let mut a = Args {
+        cfg: Config {
+            quick: false,
+            n: None,
+        },
+        only: None,
+        out: Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap_or(Path::new(".."))
+            .join("docs/benchmarks.md"),
+        write: true,
+    };
+    let ids: Vec<&str> = scenario::all().iter().map(|s| s.id()).collect();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
+            _ => (arg.as_str(), None),
+        };
+        let mut value = |name: &str| {
+            inline
+                .clone()
+                .or_else(|| it.next().cloned())
+                .ok_or_else(|| format!("{name} needs a value"))
+        };
+        match flag {
+            "-h" | "--help" => return Ok(None),
+            "--quick" => a.cfg.quick = true,
+            "--no-write" => a.write = false,
+            "--n" => {
+                let v = value("--n")?;
+                let n: usize = v
+                    .replace('_', "")
+                    .parse()
+                    .map_err(|_| format!("--n: not a number: {v}"))?;
+                if n < 1000 {
+                    return Err(format!("--n: at least 1000, got {n}"));
+                }
+                a.cfg.n = Some(n);
+            }
+            "--only" => {
+                let v = value("--only")?;
+                let list: Vec<String> = v
+                    .split(',')
+                    .map(|s| s.trim().to_uppercase())
+                    .filter(|s| !s.is_empty())
+                    .collect();
+                if let Some(bad) = list.iter().find(|s| !ids.contains(&s.as_str())) {
+                    return Err(format!(
+                        "--only: unknown workload {bad} (known: {})",
+                        ids.join(",")
+                    ));
+                }
+                if list.is_empty() {
+                    return Err("--only: empty list".to_owned());
+                }
+                a.only = Some(list);
+            }
+            "--out" => a.out = PathBuf::from(value("--out")?),
+            other => return Err(format!("unknown argument: {other}")),
+        }
+    }
+    Ok(Some(a))
+}
+
+fn main() -> ExitCode {
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    let args = match parse(&raw) {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("wheelbench: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let command = format!(
+        "cargo run --release -p wheel-benches --bin wheelbench --{}",
+        raw.iter().map(|a| format!(" {a}")).collect::<String>()
+    );
+    let machine = Machine::detect();
+    println!("wheelbench: {command}");
+    println!("machine: {}", machine.summary());
+    println!("mode: {}", if args.cfg.quick { "quick" } else { "full" });
+    if cfg!(debug_assertions) {
+        println!("WARNING: debug build; figures are meaningless (use --release)");
+    }
+    println!();
+
+    let start = Instant::now();
+    let mut sections: Vec<(String, String, Outcome)> = Vec::new();
+    for s in scenario::all() {
+        if args
+            .only
+            .as_ref()
+            .is_some_and(|o| !o.iter().any(|id| id == s.id()))
+        {
+            continue;
+        }
+        eprintln!(
+            "[{:6.1}s] {} {}",
+            start.elapsed().as_secs_f64(),
+            s.id(),
+            s.title()
+        );
+        let mut progress = |msg: &str| {
+            eprintln!("[{:6.1}s]   {msg}", start.elapsed().as_secs_f64());
+        };
+        let outcome = s.run(&args.cfg, &mut progress);
+        for t in &outcome.tables {
+            println!("{}", t.to_text());
+        }
+        let _ = std::io::stdout().flush();
+        sections.push((s.id().to_owned(), s.title().to_owned(), outcome));
+    }
+    let total = start.elapsed().as_secs_f64();
+    let checks: Vec<&Check> = sections.iter().flat_map(|(_, _, o)| &o.checks).collect();
+    let targets = targets_table(&checks);
+    println!("{}", targets.to_text());
+    println!("total time: {total:.1} s");
+
+    if args.write {
+        let chart = sections
+            .iter()
+            .find(|(id, _, o)| id == "W4" && !o.chart.is_empty())
+            .map(|(_, _, o)| {
+                svg::line_chart(
+                    "W4: ns per timer (insert + fire) vs pending timers",
+                    "timers (N, log scale)",
+                    "ns per timer (log scale)",
+                    &o.chart,
+                )
+            });
+        let svg_path = args.out.with_file_name("w4-growth.svg");
+        let md = markdown(
+            &command,
+            &machine,
+            &args.cfg,
+            total,
+            &sections,
+            &targets,
+            chart.is_some(),
+        );
+        if let Err(e) = write(&args.out, &md).and_then(|()| match &chart {
+            Some(c) => write(&svg_path, c),
+            None => Ok(()),
+        }) {
+            eprintln!("wheelbench: {e}");
+            return ExitCode::FAILURE;
+        }
+        println!("wrote {}", args.out.display());
+        if chart.is_some() {
+            println!("wrote {}", svg_path.display());
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn write(path: &Path, text: &str) -> Result<(), String> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn targets_table(checks: &[&Check]) -> Table {
+    let mut t = Table::new(
+        "Targets (design brief)",
+        &["workload", "target", "measured", "met"],
+    );
+    for c in checks {
+        t.row(vec![
+            c.workload.to_owned(),
+            c.target.clone(),
+            c.measured.clone(),
+            match c.met {
+                Some(true) => "yes",
+                Some(false) => "NO",
+                None => "n/a",
+            }
+            .to_owned(),
+        ]);
+    }
+    t
+}
+
+fn markdown(
+    command: &str,
+    machine: &Machine,
+    cfg: &Config,
+    total: f64,
+    sections: &[(String, String, Outcome)],
+    targets: &Table,
+    chart: bool,
+) -> String {
+    let mut md = String::from("# Benchmarks\n\n");
+    md.push_str(
+        "Generated by `wheelbench` (crate `benches/`); do not edit by hand. Every figure below was \
+         measured in the same run, virtual time (no clock reads, no sleeping), best of a few \
+         repetitions; every ratio is baseline ns / ours ns (> 1: ours is faster). Each workload \
+         verifies its own results and aborts on any miscount or early fire.\n\n",
+    );
+    md.push_str(&format!("- command: `{command}`\n"));
+    md.push_str(&format!(
+        "- mode: {}\n",
+        if cfg.quick { "quick" } else { "full" }
+    ));
+    md.push_str(&format!("- machine: {}\n", machine.summary()));
+    md.push_str(&format!("- total run time: {total:.1} s\n\n"));
+    md.push_str("## Targets\n\n");
+    md.push_str(
+        &targets
+            .to_markdown()
+            .replacen("### Targets (design brief)\n\n", "", 1),
+    );
+    for (id, title, o) in sections {
+        md.push_str(&format!("\n## {id}: {title}\n\n"));
+        for t in &o.tables {
+            md.push_str(&t.to_markdown());
+            md.push('\n');
+        }
+        if id == "W4" && chart {
+            md.push_str("![W4: ns per timer vs N](w4-growth.svg)\n");
+        }
+    }
+    md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn parses_flags() {
+        let a = parse(&args("--quick --n 5000 --only w1,W3 --no-write"))
+            .unwrap()
+            .unwrap();
+        assert!(a.cfg.quick && !a.write);
+        assert_eq!(a.cfg.n, Some(5000));
+        assert_eq!(a.only, Some(vec!["W1".to_owned(), "W3".to_owned()]));
+        assert!(parse(&args("--help")).unwrap().is_none());
+        assert!(
+            parse(&args("--out=x.md"))
+                .unwrap()
+                .unwrap()
+                .out
+                .ends_with("x.md")
+        );
+    }
+
+    #[test]
+    fn rejects_bad_arguments() {
+        for bad in [
+            "--n",
+            "--n ten",
+            "--n 5",
+            "--only W9",
+            "--only ,",
+            "--frobnicate",
+        ] {
+            assert!(parse(&args(bad)).is_err(), "{bad}");
+        }
+    }
+}

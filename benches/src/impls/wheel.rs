@@ -1,0 +1,41 @@
+//! Our `timing_wheel::TimingWheel` (tick 1 ms, 64 buckets per level) behind the common trait.
+
+use timing_wheel::{TimerId, TimingWheel};
+
+use crate::{Cancel, TimerQueue};
+
+/// Buckets per level used in every benchmark.
+pub const WHEEL_SIZE: usize = 64;
+
+impl<T> TimerQueue<T> for TimingWheel<T> {
+    type Id = TimerId;
+    const NAME: &'static str = "timing-wheel";
+
+    fn new() -> Self {
+        TimingWheel::new(1, WHEEL_SIZE, 0).expect("tick 1, 64 buckets is a valid configuration")
+    }
+
+    #[inline]
+    fn insert(&mut self, deadline: u64, item: T) -> TimerId {
+        match TimingWheel::insert(self, deadline, item) {
+            Ok(id) => id,
+            Err(_) => panic!("deadline {deadline} is not after now {}", self.now()),
+        }
+    }
+
+    #[inline]
+    fn advance(&mut self, now: u64, f: impl FnMut(T)) {
+        TimingWheel::advance(self, now, f);
+    }
+
+    fn len(&self) -> usize {
+        TimingWheel::len(self)
+    }
+}
+
+impl<T> Cancel<T> for TimingWheel<T> {
+    #[inline]
+    fn cancel(&mut self, id: TimerId) -> bool {
+        TimingWheel::cancel(self, id).is_some()
+    }
+}

@@ -1,0 +1,102 @@
+//! What the figures were measured on, and when: core count, CPU model, memory, UTC date and time.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// A description of this machine and the moment of the run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Machine {
+    /// Logical cores available to this process.
+    pub cores: usize,
+    /// `model name` from `/proc/cpuinfo`, or "unknown".
+    pub cpu: String,
+    /// `MemTotal` from `/proc/meminfo`, in MiB (0 if unknown).
+    pub mem_mib: u64,
+    /// The date and time of the run, UTC, `YYYY-MM-DD HH:MM:SS UTC`.
+    pub date: String,
+}
+
+impl Machine {
+    /// Reads the machine description and the clock.
+    pub fn detect() -> Self {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu = field(&cpuinfo, "model name").unwrap_or_else(|| "unknown".to_owned());
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let mem_mib = field(&meminfo, "MemTotal")
+            .and_then(|v| v.trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb / 1024);
+        let secs = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        Machine {
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cpu,
+            mem_mib,
+            date: utc_string(secs),
+        }
+    }
+
+    /// One line: cores, CPU, memory, date.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} cores, {}, {} MiB RAM; {}",
+            self.cores, self.cpu, self.mem_mib, self.date
+        )
+    }
+}
+
+/// The value of the first `key : value` line of a `/proc` file.
+fn field(text: &str, key: &str) -> Option<String> {
+    text.lines()
+        .find(|l| l.split(':').next().is_some_and(|k| k.trim() == key))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_owned())
+}
+
+/// `YYYY-MM-DD HH:MM:SS UTC` for seconds since the Unix epoch (civil-from-days, proleptic
+/// Gregorian calendar).
+pub fn utc_string(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_dates() {
+        for (secs, want) in [
+            (0, "1970-01-01 00:00:00 UTC"),
+            (951_782_400, "2000-02-29 00:00:00 UTC"),
+            (1_700_000_000, "2023-11-14 22:13:20 UTC"),
+            (4_107_542_399, "2100-02-28 23:59:59 UTC"),
+        ] {
+            assert_eq!(utc_string(secs), want);
+        }
+    }
+
+    #[test]
+    fn proc_fields() {
+        let text = "processor\t: 0\nmodel name\t: Some CPU @ 3GHz\n";
+        assert_eq!(
+            field(text, "model name").as_deref(),
+            Some("Some CPU @ 3GHz")
+        );
+        assert_eq!(field(text, "missing"), None);
+    }
+}
