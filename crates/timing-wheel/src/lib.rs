@@ -34,8 +34,3 @@ pub mod wheel;
 
 pub use error::ConfigError;
 pub use wheel::{MAX_WHEEL_SIZE, TimerId, TimingWheel};
-
-/// The README's examples, compiled and run as doc tests so they cannot rot.
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-struct ReadmeDoctests;

@@ -44,3 +44,8 @@ pub use reaper::ManualClock;
 pub use stats::Stats;
 pub use task::{MisfirePolicy, Task};
 pub use timer::{MIN_TICK, Timer, TimerBuilder, TimerHandle};
+
+/// The README's examples, compiled and run as doc tests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;
