@@ -288,6 +288,19 @@ impl Timer {
     /// Refused, with the task handed back, when `max_pending` tasks are waiting
     /// ([`AddError::Full`]), after [`shutdown`](Self::shutdown) ([`AddError::Shutdown`]), or for a
     /// periodic task with a zero period ([`AddError::ZeroPeriod`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use wheel_timer::{AddError, Task, Timer};
+    ///
+    /// let timer = Timer::builder().max_pending(1).build()?;
+    /// let _first = timer.add_or_submit(Task::after(Duration::from_secs(60), || {}))?;
+    /// match timer.add_or_submit(Task::after(Duration::from_secs(60), || println!("later"))) {
+    ///     Err(AddError::Full(task)) => drop(task), // handed back: retry, run or drop it
+    ///     other => panic!("expected Full, got {other:?}"),
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn add_or_submit(&self, task: Task) -> Result<TimerHandle, AddError> {
         if let Work::Every { period, .. } = &task.work
             && period.is_zero()
@@ -355,6 +368,18 @@ impl Timer {
     }
 
     /// A snapshot of the counters and the lateness histogram.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use wheel_timer::{Task, Timer};
+    ///
+    /// let timer = Timer::new()?;
+    /// let h = timer.add_or_submit(Task::after(Duration::from_secs(5), || {}))?;
+    /// h.cancel();
+    /// let stats = timer.stats();
+    /// assert_eq!((stats.added, stats.cancelled, stats.pending), (1, 1, 0));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn stats(&self) -> Stats {
         let c = &self.inner.counters;
         let (p50, p99, max) = self.inner.lateness.summary();
@@ -384,6 +409,21 @@ impl Timer {
     /// Afterwards every add is refused with [`AddError::Shutdown`]. Idempotent: later calls
     /// return nothing. Called from inside one of this timer's tasks, it does not wait for that
     /// task (and so does not deadlock).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use wheel_timer::{Task, Timer};
+    ///
+    /// let timer = Timer::new()?;
+    /// let _h = timer.add_or_submit(Task::after(Duration::from_secs(3600), || println!("ran late")))?;
+    /// let never_ran = timer.shutdown();
+    /// assert_eq!(never_ran.len(), 1);
+    /// for task in never_ran {
+    ///     task.run(); // or persist it, or drop it
+    /// }
+    /// assert!(timer.add_or_submit(Task::after(Duration::ZERO, || {})).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn shutdown(&self) -> Vec<Task> {
         self.inner.shutdown()
     }
@@ -592,6 +632,18 @@ impl TimerHandle {
     /// that already started, ran or was cancelled gives `false`; a periodic task gives `true`
     /// once, and runs no more (a run in progress finishes). The task is dropped promptly, not
     /// when its bucket comes round.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use wheel_timer::{Task, Timer};
+    ///
+    /// let timer = Timer::new()?;
+    /// let beat = timer.add_or_submit(Task::every(Duration::from_secs(30), || println!("beat")))?;
+    /// assert!(beat.cancel());
+    /// assert!(!beat.cancel(), "only the first cancel stops it");
+    /// assert!(beat.is_cancelled() && beat.is_done());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn cancel(&self) -> bool {
         let Some(inner) = self.inner.upgrade() else {
             return false;
@@ -612,6 +664,23 @@ impl TimerHandle {
     /// Moves the task's next run to `delay` from now: `true` if it was waiting in the wheel and
     /// now has the new deadline; `false` if it already started, ran, was cancelled, is on its way
     /// to the executor, or the timer is gone. O(1).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use wheel_timer::{InlineExecutor, ManualClock, Task, Timer};
+    ///
+    /// let clock = ManualClock::new();
+    /// let timer = Timer::builder().clock(clock.clone()).executor(Arc::new(InlineExecutor::new())).build()?;
+    /// let idle = timer.add_or_submit(Task::after(Duration::from_secs(60), || println!("idle: close")))?;
+    /// clock.advance(Duration::from_secs(50));
+    /// assert!(idle.reschedule(Duration::from_secs(60))); // traffic: push the deadline out
+    /// clock.advance(Duration::from_secs(50));
+    /// assert!(!idle.is_done());
+    /// clock.advance(Duration::from_secs(10));
+    /// assert!(idle.is_done());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn reschedule(&self, delay: Duration) -> bool {
         let Some(inner) = self.inner.upgrade() else {
             return false;
