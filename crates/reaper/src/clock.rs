@@ -98,8 +98,10 @@ impl ManualClock {
     /// Moves the clock forward by `d` (saturating at the far future) and waits until every
     /// attached timer has handed out what is due by then.
     ///
-    /// Do not call this from inside a task run by an inline executor on the tick thread: the
-    /// wait would be for the calling thread itself. (It is detected and the wait skipped.)
+    /// Called from inside a task that an inline executor runs on a tick thread, the wait for that
+    /// same thread is skipped (it would wait for itself). Two timers on one clock, both with
+    /// inline executors, whose tasks move the clock at the same moment wait for each other's tick
+    /// thread: give such tests one timer per clock, or a pool.
     pub fn advance(&self, d: Duration) {
         let now = {
             let mut now = self.inner.now.lock();

@@ -11,6 +11,7 @@
 //! | `processed`       | the tick thread                     | every item due by this time has been handed to the sink |
 //! | `closed`          | [`Reaper::close`]                   | the thread exits at its next look; no item is handed out after |
 //! | `kicked`          | a manual clock move sets it, the tick thread clears it | the clock moved while the thread was awake: look again before sleeping |
+//! | `alive`           | the tick thread, at the start and end of its loop | the thread may still hand items out |
 //!
 //! An adder that makes the wheel's next expiration earlier than `sleeping_until` notifies the
 //! thread under the same lock, so no wake-up is lost; an adder that does not, does not disturb it.
@@ -75,6 +76,8 @@ pub struct State<T> {
     wakeups: u64,
     /// Set by a manual clock move: look at the clock again before sleeping.
     kicked: bool,
+    /// The tick thread is in its loop (it may be handing a batch out, even after `closed`).
+    alive: bool,
     thread: Option<ThreadId>,
 }
 
@@ -179,6 +182,7 @@ impl<T: Send + 'static> Reaper<T> {
                 processed: 0,
                 wakeups: 0,
                 kicked: false,
+                alive: false,
                 thread: None,
             }),
             wake: Condvar::new(),
@@ -285,6 +289,7 @@ impl<T> Shared<T> {
         let mut batch = Vec::new();
         let mut st = self.state.lock();
         st.thread = Some(thread::current().id());
+        st.alive = true;
         self.turned.notify_all();
         while !st.closed {
             let now = self.clock.now();
@@ -315,6 +320,7 @@ impl<T> Shared<T> {
             st.sleeping_until = None;
             st.wakeups += 1;
         }
+        st.alive = false;
         self.turned.notify_all();
     }
 }
@@ -328,7 +334,9 @@ impl<T: Send> Driver for Shared<T> {
         st.sleeping_until = None;
         st.kicked = true;
         self.wake.notify_all();
-        while st.processed < now && !st.closed {
+        // Closing does not end the wait while the thread is still handing a batch out (a task in
+        // it may be the one closing): the caller is promised everything due has been handed out.
+        while st.alive && (st.processed < now || st.closed) {
             self.turned.wait(&mut st);
         }
     }

@@ -9,21 +9,24 @@
 //! | (new)     | PENDING   | `add_or_submit`, wheel lock                         |
 //! | PENDING   | RUNNING   | the job, as it starts (CAS; no lock)                |
 //! | PENDING   | CANCELLED | `cancel`, wheel lock (CAS)                          |
-//! | PENDING   | RETURNED  | `shutdown` draining the wheel, or a job starting after shutdown began (CAS) |
-//! | RUNNING   | DONE      | the job of a one-shot task, after it ran            |
+//! | PENDING   | RETURNED  | `shutdown`, claiming it from the wheel or from transit (CAS) |
+//! | RUNNING   | DONE      | the job of a one-shot task, after it ran; of a periodic task whose next run would pass `u64::MAX`, or that finds shutdown already returned |
 //! | RUNNING   | PENDING   | the job of a periodic task, re-arming it, wheel lock (CAS) |
+//! | RUNNING   | RETURNED  | the job of a periodic task during shutdown, flight lock (CAS) |
 //! | RUNNING   | CANCELLED | `cancel` of a running periodic task, wheel lock (CAS): no further runs |
 //!
-//! PENDING covers "in the wheel" and "handed to the executor, not started": a cancel that wins the
-//! CAS while the task is in transit stops it all the same, because the job must win
-//! PENDING -> RUNNING before it runs anything. So a task runs at most once per arming and never
-//! after `cancel` returned true, and each task ends in exactly one of DONE, CANCELLED, RETURNED
-//! (periodic tasks: CANCELLED or RETURNED).
+//! PENDING covers "in the wheel" and "in transit": handed to the executor, job not started. A
+//! task in transit sits in `Flight::transit` from before its job is submitted until the job (or
+//! `shutdown`) takes it out, so shutdown reaches every task that has not started, whatever the
+//! executor does with the job. A cancel that wins the CAS while the task is in transit stops it
+//! all the same, because the job must win PENDING -> RUNNING before it runs anything. So a task
+//! runs at most once per arming and never after `cancel` returned true, and each task ends in
+//! exactly one of DONE, CANCELLED, RETURNED.
 //!
-//! `id` (the task's current `TimerId`) changes only under the wheel lock. `in_flight` counts jobs
-//! handed to the executor and not finished; `shutdown` waits for it to drain.
+//! `id` (the task's current `TimerId`) changes only under the wheel lock. `Flight::running` counts
+//! jobs that took their task and have not finished; `shutdown` waits for it, less its own thread's.
 
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering::*};
 use std::sync::{Arc, Weak};
@@ -69,9 +72,40 @@ struct Entry {
     ctl: Arc<Control>,
 }
 
+/// Tasks between the wheel and a running job, so that `shutdown` can always reach them.
+///
+/// A due entry is put in `transit` *before* its job is handed to the executor (under the wheel
+/// lock for an add, before any job of the batch runs for the tick thread). A job starts by taking
+/// its entry out; `shutdown` takes out every entry still there. Whoever takes an entry owns it, so
+/// a queued job whose entry was claimed does nothing, and a job the executor drops loses nothing.
+struct Flight {
+    transit: Vec<Option<Entry>>,
+    free: Vec<usize>,
+    /// Jobs that took their entry and have not finished.
+    running: usize,
+    /// Periodic tasks handed back by jobs while shutdown runs; `None` once shutdown collected.
+    returned: Option<Vec<Task>>,
+}
+
+impl Flight {
+    fn reserve(&mut self, entry: Entry) -> usize {
+        match self.free.pop() {
+            Some(key) => {
+                self.transit[key] = Some(entry);
+                key
+            }
+            None => {
+                self.transit.push(Some(entry));
+                self.transit.len() - 1
+            }
+        }
+    }
+}
+
 thread_local! {
-    /// The timer whose task this thread is running, if any (address of its `Inner`).
-    static RUNNING_FOR: Cell<usize> = const { Cell::new(0) };
+    /// The timers whose jobs this thread is running, innermost last (addresses of `Inner`s). A
+    /// `shutdown` from inside a job does not wait for the jobs of its own thread.
+    static ACTIVE: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
 }
 
 struct Inner {
@@ -86,10 +120,12 @@ struct Inner {
     lateness: Histogram,
     last_panic: Mutex<Option<String>>,
     on_panic: Option<PanicHandler>,
-    in_flight: Mutex<usize>,
-    drained: Condvar,
-    /// Tasks that jobs found unrun after shutdown began.
-    returned: Mutex<Vec<Task>>,
+    /// Tick in clock nanoseconds: the rounding slack a misfire check allows.
+    tick_ns: u64,
+    /// Tasks handed to the executor, and the jobs running them. See `Flight`.
+    flight: Mutex<Flight>,
+    /// Signalled when a job ends, for `shutdown`.
+    idle: Condvar,
 }
 
 /// A timer service on a hierarchical timing wheel.
@@ -223,7 +259,13 @@ impl TimerBuilder {
             }
         };
         let (clock, origin): (Arc<dyn Clock>, Instant) = match self.clock {
-            Some(manual) => (Arc::new(manual), Instant::now()),
+            Some(manual) => {
+                // Manual time t stands for the instant `origin + t`, and the clock may have been
+                // moved before the timer was built.
+                let now = Instant::now();
+                let origin = now.checked_sub(manual.elapsed()).unwrap_or(now);
+                (Arc::new(manual), origin)
+            }
             None => {
                 let real = RealClock::new();
                 (Arc::new(real), real.origin())
@@ -240,9 +282,14 @@ impl TimerBuilder {
             lateness: Histogram::new(),
             last_panic: Mutex::new(None),
             on_panic: self.on_panic,
-            in_flight: Mutex::new(0),
-            drained: Condvar::new(),
-            returned: Mutex::new(Vec::new()),
+            tick_ns,
+            flight: Mutex::new(Flight {
+                transit: Vec::new(),
+                free: Vec::new(),
+                running: 0,
+                returned: Some(Vec::new()),
+            }),
+            idle: Condvar::new(),
         });
         let weak = Arc::downgrade(&inner);
         inner
@@ -252,8 +299,14 @@ impl TimerBuilder {
                     batch.clear();
                     return;
                 };
-                for entry in batch.drain(..) {
-                    inner.submit(entry);
+                // Every entry of the batch is reachable by `shutdown` before any job runs: a job
+                // may be inline and may shut the timer down.
+                let keys: Vec<usize> = {
+                    let mut flight = inner.flight.lock();
+                    batch.drain(..).map(|e| flight.reserve(e)).collect()
+                };
+                for key in keys {
+                    inner.dispatch(key);
                 }
             })
             .map_err(BuildError::Spawn)?;
@@ -343,9 +396,10 @@ impl Timer {
                 }
                 Err(entry) => {
                     // Due by the wheel's own clock: run it now.
+                    let key = inner.flight.lock().reserve(entry);
                     drop(wheel);
                     inner.counters.added.fetch_add(1, Relaxed);
-                    inner.submit(entry);
+                    inner.dispatch(key);
                     return Ok(TimerHandle {
                         inner: Arc::downgrade(inner),
                         ctl,
@@ -353,9 +407,16 @@ impl Timer {
                 }
             }
         }
+        // Due already. Lateness counts from now, not from an instant long past. In transit
+        // before the wheel lock is released, so a shutdown cannot miss it.
+        let entry = Entry {
+            deadline: now,
+            ..entry
+        };
+        let key = inner.flight.lock().reserve(entry);
         drop(wheel);
         inner.counters.added.fetch_add(1, Relaxed);
-        inner.submit(entry);
+        inner.dispatch(key);
         Ok(TimerHandle {
             inner: Arc::downgrade(inner),
             ctl,
@@ -449,33 +510,34 @@ impl fmt::Debug for Timer {
 }
 
 impl Inner {
-    /// Hands `entry` to the executor as a job.
-    fn submit(self: &Arc<Self>, entry: Entry) {
-        *self.in_flight.lock() += 1;
+    /// Hands the job of transit entry `key` to the executor.
+    fn dispatch(self: &Arc<Self>, key: usize) {
         let inner = self.clone();
-        self.executor
-            .execute(Box::new(move || inner.run_job(entry)));
+        self.executor.execute(Box::new(move || inner.run_job(key)));
     }
 
-    fn run_job(self: Arc<Self>, entry: Entry) {
-        let _flight = InFlight(&self);
+    fn run_job(self: Arc<Self>, key: usize) {
+        let entry = {
+            let mut flight = self.flight.lock();
+            let Some(entry) = flight.transit.get_mut(key).and_then(Option::take) else {
+                return; // claimed by shutdown: the task went back to the caller
+            };
+            flight.free.push(key);
+            flight.running += 1;
+            entry
+        };
+        // Declared first, dropped last: everything below, including dropping the user's closure
+        // (which may own the last `Arc<Timer>`), happens while this job counts as running here.
+        let _active = Active::enter(&self);
         let Entry {
             task,
             deadline,
             ctl,
         } = entry;
-        if self.shutting_down.load(Acquire) {
-            if ctl.cas(PENDING, RETURNED) {
-                self.counters.returned.fetch_add(1, Relaxed);
-                self.returned.lock().push(task);
-            }
-            return;
-        }
         if !ctl.cas(PENDING, RUNNING) {
             return; // cancelled while in transit: dropped, never run
         }
-        let now = self.clock.now();
-        let late = now.saturating_sub(deadline);
+        let late = self.clock.now().saturating_sub(deadline);
         let Task { work, when } = task;
         match work {
             Work::Once(f) => {
@@ -488,32 +550,42 @@ impl Inner {
                 policy,
             } => {
                 let period_ns = duration_to_ns(period);
-                let mut scheduled = deadline;
-                let mut late = late;
+                let (mut scheduled, mut late) = (deadline, late);
                 // Catch-up runs go back to back here rather than through the executor again, so
                 // a jump of the clock over many periods cannot recurse (an inline executor would).
                 let next = loop {
-                    if policy == MisfirePolicy::Skip && late >= period_ns {
+                    // Rounding to the tick makes every run up to a tick late: not a misfire.
+                    if policy == MisfirePolicy::Skip
+                        && late >= period_ns.saturating_add(self.tick_ns)
+                    {
                         self.counters.skipped.fetch_add(1, Relaxed);
                     } else {
                         self.run_user(&mut f, late);
                     }
                     let now = self.clock.now();
-                    let next = next_run(scheduled, period_ns, now, policy);
-                    if next > now
-                        || ctl.state.load(Acquire) != RUNNING
-                        || self.shutting_down.load(Acquire)
-                    {
-                        break next;
+                    match next_run(scheduled, period_ns, now, policy) {
+                        Some(next)
+                            if next <= now
+                                && ctl.state.load(Acquire) == RUNNING
+                                && !self.shutting_down.load(Acquire) =>
+                        {
+                            scheduled = next;
+                            late = now - next;
+                        }
+                        next => break next,
                     }
-                    scheduled = next;
-                    late = now - next;
                 };
                 let task = Task {
                     work: Work::Every { f, period, policy },
                     when,
                 };
-                self.rearm(task, next, ctl);
+                match next {
+                    Some(next) => self.rearm(task, next, ctl),
+                    None => {
+                        // The next run would fall past the end of time: the task is finished.
+                        ctl.cas(RUNNING, DONE);
+                    }
+                }
             }
         }
     }
@@ -521,11 +593,7 @@ impl Inner {
     fn run_user(&self, f: impl FnOnce(), late: u64) {
         self.counters.fired.fetch_add(1, Relaxed);
         self.lateness.record(late);
-        let me = self as *const Inner as usize;
-        let outer = RUNNING_FOR.with(|c| c.replace(me));
-        let result = isolate(f);
-        RUNNING_FOR.with(|c| c.set(outer));
-        if let Err(message) = result {
+        if let Err(message) = isolate(f) {
             self.counters.panicked.fetch_add(1, Relaxed);
             if let Some(hook) = &self.on_panic {
                 let _ = isolate(|| hook(&message));
@@ -535,17 +603,30 @@ impl Inner {
     }
 
     /// Puts a periodic task back for its next run, unless it was cancelled or the timer is
-    /// shutting down.
+    /// shutting down (then it goes back to the caller of `shutdown`, or, if that call already
+    /// returned, it ends here as done).
     fn rearm(self: &Arc<Self>, task: Task, next: u64, ctl: Arc<Control>) {
         let mut wheel = self.reaper.lock();
         if self.shutting_down.load(Acquire) || wheel.is_closed() {
-            if ctl.cas(RUNNING, RETURNED) {
-                self.counters.returned.fetch_add(1, Relaxed);
-                self.returned.lock().push(task);
-            }
+            drop(wheel);
+            let mut flight = self.flight.lock();
+            let leftover = match flight.returned.as_mut() {
+                Some(list) if ctl.cas(RUNNING, RETURNED) => {
+                    list.push(task);
+                    None
+                }
+                Some(_) => Some(task), // cancelled while running
+                None => {
+                    ctl.cas(RUNNING, DONE);
+                    Some(task)
+                }
+            };
+            drop(flight);
+            drop(leftover); // the user's closure is dropped outside every lock
             return;
         }
         if !ctl.cas(RUNNING, PENDING) {
+            drop(wheel);
             return; // cancelled while running: no further runs (dropped after the lock)
         }
         let entry = Entry {
@@ -553,17 +634,14 @@ impl Inner {
             deadline: next,
             ctl: ctl.clone(),
         };
-        if next > wheel.clock_now() {
-            match wheel.insert(next, entry) {
-                Ok(id) => ctl.id.store(id.into_raw(), Relaxed),
-                Err(entry) => {
-                    drop(wheel);
-                    self.submit(entry);
-                }
+        match wheel.insert(next, entry) {
+            Ok(id) => ctl.id.store(id.into_raw(), Relaxed),
+            Err(entry) => {
+                // Due by the wheel's clock already (the clock jumped during the run).
+                let key = self.flight.lock().reserve(entry);
+                drop(wheel);
+                self.dispatch(key);
             }
-        } else {
-            drop(wheel);
-            self.submit(entry);
         }
     }
 
@@ -571,51 +649,80 @@ impl Inner {
         if self.shutting_down.swap(true, AcqRel) {
             return Vec::new();
         }
-        let mut tasks = Vec::new();
+        // Stops the tick thread (joined unless this is it: its current batch is in transit by
+        // then) and drains the wheel. No add can enter transit after this: adds check the flag
+        // under the wheel lock, which `close` took.
+        let mut tasks: Vec<Task> = Vec::new();
+        let mut dropped: Vec<Task> = Vec::new();
         for entry in self.reaper.close() {
             if entry.ctl.cas(PENDING, RETURNED) {
-                tasks.push(entry.task);
+                tasks.push(entry.task)
+            } else {
+                dropped.push(entry.task)
             }
         }
+        // Claim every task handed to the executor whose job has not started, then wait for the
+        // running jobs, except this thread's own (a task calling shutdown).
+        let own = ACTIVE.with(|a| {
+            a.borrow()
+                .iter()
+                .filter(|&&p| p == Arc::as_ptr(self) as usize)
+                .count()
+        });
+        let mut flight = self.flight.lock();
+        // Claimed keys are not freed: nothing enters transit after shutdown, and the queued jobs
+        // of claimed keys find them empty.
+        let claimed: Vec<Entry> = flight.transit.iter_mut().filter_map(Option::take).collect();
+        for entry in claimed {
+            if entry.ctl.cas(PENDING, RETURNED) {
+                tasks.push(entry.task)
+            } else {
+                dropped.push(entry.task)
+            }
+        }
+        while flight.running > own {
+            self.idle.wait(&mut flight);
+        }
+        tasks.extend(flight.returned.take().unwrap_or_default());
+        drop(flight);
+        drop(dropped); // cancelled tasks' closures, outside every lock
         self.counters
             .returned
             .fetch_add(tasks.len() as u64, Relaxed);
-        // Jobs already handed out finish or hand their task back; a task calling shutdown on
-        // itself is one of them and must not be waited for.
-        let me = Arc::as_ptr(self) as usize;
-        let own = usize::from(RUNNING_FOR.with(|c| c.get()) == me);
-        let mut in_flight = self.in_flight.lock();
-        while *in_flight > own {
-            self.drained.wait(&mut in_flight);
-        }
-        drop(in_flight);
-        tasks.append(&mut self.returned.lock());
         tasks
     }
 }
 
-/// Counts a job as in flight until it ends (even by a panic in our own code).
-struct InFlight<'a>(&'a Inner);
+/// Marks this thread as running a job of one timer, and counts the job as running, until dropped.
+struct Active<'a>(&'a Inner);
 
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        let mut n = self.0.in_flight.lock();
-        *n -= 1;
-        if *n == 0 || self.0.shutting_down.load(Relaxed) {
-            self.0.drained.notify_all();
-        }
+impl<'a> Active<'a> {
+    fn enter(inner: &'a Inner) -> Self {
+        ACTIVE.with(|a| a.borrow_mut().push(inner as *const Inner as usize));
+        Active(inner)
     }
 }
 
-/// The next run of a fixed-rate task whose run for `scheduled` just ended at `now`.
-fn next_run(scheduled: u64, period: u64, now: u64, policy: MisfirePolicy) -> u64 {
-    let next = scheduled.saturating_add(period);
+impl Drop for Active<'_> {
+    fn drop(&mut self) {
+        ACTIVE.with(|a| a.borrow_mut().pop());
+        let mut flight = self.0.flight.lock();
+        flight.running -= 1;
+        drop(flight);
+        self.0.idle.notify_all();
+    }
+}
+
+/// The next run of a fixed-rate task whose run for `scheduled` just ended at `now`, or `None` if
+/// it would fall past the end of time (`u64::MAX` nanoseconds).
+fn next_run(scheduled: u64, period: u64, now: u64, policy: MisfirePolicy) -> Option<u64> {
+    let next = scheduled.checked_add(period)?;
     if next > now || policy == MisfirePolicy::CatchUp {
-        return next;
+        return Some(next);
     }
     // Fell behind by a period or more: the next grid point after now.
     let behind = (now - scheduled) / period + 1;
-    scheduled.saturating_add(behind.saturating_mul(period))
+    scheduled.checked_add(behind.checked_mul(period)?)
 }
 
 /// A handle to one added task: cancel it, reschedule it, ask how it ended.
@@ -708,8 +815,8 @@ impl TimerHandle {
         self.ctl.state.load(Acquire) == CANCELLED
     }
 
-    /// True once the task will never run again: a one-shot task ran (or panicked), or the task
-    /// was cancelled, or handed back by shutdown.
+    /// True once the task will never run again: a one-shot task ran (or panicked), the task was
+    /// cancelled or handed back by shutdown, or a periodic task ended with its timer.
     pub fn is_done(&self) -> bool {
         matches!(self.ctl.state.load(Acquire), DONE | CANCELLED | RETURNED)
     }
@@ -732,18 +839,15 @@ mod tests {
     fn next_run_per_policy() {
         // (scheduled, period, now, policy, next)
         let table = [
-            (100, 10, 105, MisfirePolicy::RunOnce, 110),
-            (100, 10, 110, MisfirePolicy::RunOnce, 120),
-            (100, 10, 135, MisfirePolicy::RunOnce, 140),
-            (100, 10, 135, MisfirePolicy::Skip, 140),
-            (100, 10, 135, MisfirePolicy::CatchUp, 110),
-            (
-                u64::MAX - 5,
-                10,
-                u64::MAX - 1,
-                MisfirePolicy::RunOnce,
-                u64::MAX,
-            ),
+            (100, 10, 105, MisfirePolicy::RunOnce, Some(110)),
+            (100, 10, 110, MisfirePolicy::RunOnce, Some(120)),
+            (100, 10, 135, MisfirePolicy::RunOnce, Some(140)),
+            (100, 10, 135, MisfirePolicy::Skip, Some(140)),
+            (100, 10, 135, MisfirePolicy::CatchUp, Some(110)),
+            (u64::MAX - 5, 10, u64::MAX - 1, MisfirePolicy::RunOnce, None),
+            (5, 10, u64::MAX, MisfirePolicy::RunOnce, None),
+            (5, 10, u64::MAX, MisfirePolicy::CatchUp, Some(15)),
+            (0, u64::MAX, 1, MisfirePolicy::Skip, Some(u64::MAX)),
         ];
         for (s, p, now, policy, want) in table {
             assert_eq!(
