@@ -14,17 +14,24 @@
 //! | [`impls::delay_queue`] | `tokio-util`'s `DelayQueue` on a current-thread runtime with paused time |
 //!
 //! [`workloads`] holds the workloads (W1–W5) as plain generic functions that verify what they
-//! measure; [`scenario`] turns them into the tables the `wheelbench` program prints, so that new
-//! scenarios (the threaded `Timer` service, W6–W8) are one more [`scenario::Scenario`] each.
-//! [`alloc`] is the counting allocator `wheelbench` installs to measure memory.
+//! measure; [`scenario`] turns them into the tables the `wheelbench` program prints, one
+//! [`scenario::Scenario`] each. [`alloc`] is the counting allocator `wheelbench` installs to
+//! measure memory.
+//!
+//! The threaded `wheel_timer::Timer` service is measured on the real clock by [`service`] (W6
+//! threads, W7 idle, W8 accuracy), against [`mutex_heap`] (`Mutex<BinaryHeap>` + one timer thread)
+//! for W6, reading CPU time and context switches from [`procfs`].
 
 pub mod alloc;
 pub mod impls;
 pub mod machine;
+pub mod mutex_heap;
+pub mod procfs;
 pub mod queue;
 pub mod report;
 pub mod rng;
 pub mod scenario;
+pub mod service;
 pub mod svg;
 pub mod workloads;
 

@@ -2,10 +2,12 @@
 //!
 //! A [`Scenario`] is one workload with an id (`W1`...), a title and a `run` that returns an
 //! [`Outcome`]: tables, chart series and target checks. The `wheelbench` program runs the ones
-//! selected with `--only`; the threaded `Timer` scenarios (W6–W8) plug in as more entries of
-//! [`all`].
+//! selected with `--only`. The threaded `Timer` scenarios (W6–W8, on the real clock) are in
+//! [`service`].
 
-use std::time::Instant;
+mod service;
+
+use std::time::{Duration, Instant};
 
 use timing_wheel::TimingWheel;
 
@@ -51,6 +53,29 @@ impl Config {
     /// `r` ms out costs `r / 512` visits, and a day of ticks is 86.4 million slot visits.
     pub fn flat_cap(&self) -> usize {
         if self.quick { 10_000 } else { 100_000 }
+    }
+
+    /// W6: add + cancel pairs per thread.
+    pub fn service_ops(&self) -> usize {
+        if self.quick { 200_000 } else { 1_000_000 }
+    }
+
+    /// W7: pending timers, and the idle window they are watched over.
+    pub fn idle(&self) -> (usize, Duration) {
+        if self.quick {
+            (100_000, Duration::from_secs(2))
+        } else {
+            (1_000_000, Duration::from_secs(5))
+        }
+    }
+
+    /// W8: timers, and the window their deadlines are spread over.
+    pub fn accuracy(&self) -> (usize, Duration) {
+        if self.quick {
+            (20_000, Duration::from_secs(1))
+        } else {
+            (100_000, Duration::from_secs(2))
+        }
     }
 
     /// W4's sizes.
@@ -105,6 +130,9 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
         Box::new(ShortRange),
         Box::new(Growth),
         Box::new(Memory),
+        Box::new(service::Threads),
+        Box::new(service::Idle),
+        Box::new(service::Accuracy),
     ]
 }
 
