@@ -366,11 +366,9 @@ impl Timer {
             id: AtomicU64::new(u64::MAX),
             periodic: task.is_periodic(),
         });
-        let mut wheel = inner.reaper.lock();
-        if wheel.is_closed() || inner.shutting_down.load(Acquire) {
-            return Err(AddError::Shutdown(task));
-        }
-        let now = wheel.clock_now();
+        // Everything that needs no lock happens before it: the lock is the one point all
+        // adding threads share, so its critical section is kept to the wheel operation itself.
+        let now = inner.clock.now();
         let deadline = match task.when {
             When::After(d) => now.saturating_add(duration_to_ns(d)),
             When::At(at) => duration_to_ns(at.saturating_duration_since(inner.origin)),
@@ -380,14 +378,20 @@ impl Timer {
             deadline,
             ctl: ctl.clone(),
         };
+        let mut wheel = inner.reaper.lock();
+        if wheel.is_closed() || inner.shutting_down.load(Acquire) {
+            return Err(AddError::Shutdown(entry.task));
+        }
         if deadline > now {
             if wheel.wheel().len() >= inner.max_pending {
+                drop(wheel);
                 inner.counters.rejected.fetch_add(1, Relaxed);
                 return Err(AddError::Full(entry.task));
             }
             match wheel.insert(deadline, entry) {
                 Ok(id) => {
                     ctl.id.store(id.into_raw(), Relaxed);
+                    drop(wheel);
                     inner.counters.added.fetch_add(1, Relaxed);
                     return Ok(TimerHandle {
                         inner: Arc::downgrade(inner),
@@ -792,15 +796,16 @@ impl TimerHandle {
         let Some(inner) = self.inner.upgrade() else {
             return false;
         };
+        let deadline = inner
+            .clock
+            .now()
+            .saturating_add(duration_to_ns(delay))
+            .max(1);
         let mut wheel = inner.reaper.lock();
         if self.ctl.state.load(Acquire) != PENDING || wheel.is_closed() {
             return false;
         }
         let id = TimerId::from_raw(self.ctl.id.load(Relaxed));
-        let deadline = wheel
-            .clock_now()
-            .saturating_add(duration_to_ns(delay))
-            .max(1);
         if !wheel.reschedule(id, deadline) {
             return false;
         }
