@@ -29,6 +29,12 @@ pub struct Stats {
     pub lateness_p99: Duration,
     /// Largest lateness seen, exact.
     pub lateness_max: Duration,
+    /// 99th percentile of the tick thread's own lateness: when it handed a task to the executor,
+    /// minus the task's deadline. Unlike `lateness_*`, this leaves out time spent queued in a busy
+    /// pool, so it shows whether the tick thread keeps time when the executor does not.
+    pub handoff_p99: Duration,
+    /// Largest hand-off lateness seen, exact.
+    pub handoff_max: Duration,
     /// Times the tick thread woke from sleep. Stays still while nothing is due.
     pub tick_wakeups: u64,
     /// The message of the latest panic, if any.

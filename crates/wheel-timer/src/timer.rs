@@ -118,6 +118,8 @@ struct Inner {
     shutting_down: AtomicBool,
     counters: Counters,
     lateness: Histogram,
+    /// The tick thread's lateness at hand-off to the executor.
+    handoff: Histogram,
     last_panic: Mutex<Option<String>>,
     on_panic: Option<PanicHandler>,
     /// Tick in clock nanoseconds: the rounding slack a misfire check allows.
@@ -280,6 +282,7 @@ impl TimerBuilder {
             shutting_down: AtomicBool::new(false),
             counters: Counters::default(),
             lateness: Histogram::new(),
+            handoff: Histogram::new(),
             last_panic: Mutex::new(None),
             on_panic: self.on_panic,
             tick_ns,
@@ -301,9 +304,16 @@ impl TimerBuilder {
                 };
                 // Every entry of the batch is reachable by `shutdown` before any job runs: a job
                 // may be inline and may shut the timer down.
+                let now = inner.clock.now();
                 let keys: Vec<usize> = {
                     let mut flight = inner.flight.lock();
-                    batch.drain(..).map(|e| flight.reserve(e)).collect()
+                    batch
+                        .drain(..)
+                        .map(|e| {
+                            inner.handoff.record(now.saturating_sub(e.deadline));
+                            flight.reserve(e)
+                        })
+                        .collect()
                 };
                 for key in keys {
                     inner.dispatch(key);
@@ -448,6 +458,7 @@ impl Timer {
     pub fn stats(&self) -> Stats {
         let c = &self.inner.counters;
         let (p50, p99, max) = self.inner.lateness.summary();
+        let (_, handoff_p99, handoff_max) = self.inner.handoff.summary();
         let (pending, wakeups) = {
             let st = self.inner.reaper.lock();
             (st.wheel().len(), st.wakeups())
@@ -464,6 +475,8 @@ impl Timer {
             lateness_p50: Duration::from_nanos(p50),
             lateness_p99: Duration::from_nanos(p99),
             lateness_max: Duration::from_nanos(max),
+            handoff_p99: Duration::from_nanos(handoff_p99),
+            handoff_max: Duration::from_nanos(handoff_max),
             tick_wakeups: wakeups,
             last_panic: self.inner.last_panic.lock().clone(),
         }

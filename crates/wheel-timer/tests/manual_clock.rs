@@ -419,6 +419,12 @@ fn bad_input_gets_typed_errors_or_documented_answers() {
         1,
         "Duration::MAX saturates to the far future"
     );
+    if let Some(far) = Instant::now().checked_add(Duration::from_secs(1 << 40)) {
+        // 35,000 years: past the u64 range of clock nanoseconds, so it saturates too.
+        let h = timer.add_or_submit(Task::at(far, || {})).unwrap();
+        assert_eq!(timer.pending(), 2);
+        assert!(h.cancel());
+    }
     clock.advance(100 * 365 * DAY);
     assert!(!forever.is_done());
     assert!(forever.reschedule(Duration::MAX));
@@ -435,4 +441,68 @@ fn bad_input_gets_typed_errors_or_documented_answers() {
         !h.cancel() && !h.reschedule(SEC),
         "a handle outliving its timer changes nothing"
     );
+}
+
+#[test]
+fn a_saturated_pool_does_not_make_the_tick_thread_late_and_loses_nothing() {
+    // One pool thread, blocked by a task until the test releases it: every other task queues.
+    let clock = ManualClock::new();
+    let pool = Arc::new(RayonExecutor::new(1, "saturated").unwrap());
+    let timer = Timer::builder()
+        .clock(clock.clone())
+        .executor(pool.clone())
+        .build()
+        .unwrap();
+    let (release, blocked) = std::sync::mpsc::channel::<()>();
+    let blocked = Mutex::new(blocked);
+    timer
+        .add_or_submit(Task::after(MS, move || {
+            let _ = blocked.lock().recv();
+        }))
+        .unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    for i in 0..1_000u32 {
+        let r = ran.clone();
+        timer
+            .add_or_submit(Task::after(2 * MS + i * MS, move || {
+                r.fetch_add(1, SeqCst);
+            }))
+            .unwrap();
+    }
+    for _ in 0..1_100 {
+        clock.advance(MS); // each returns once the tick thread handed out what is due
+    }
+    let stats = timer.stats();
+    assert_eq!(
+        stats.handoff_max,
+        Duration::ZERO,
+        "the tick thread handed every task out on time"
+    );
+    assert_eq!(ran.load(SeqCst), 0, "the pool is still blocked");
+    release.send(()).unwrap();
+    pool.wait_idle();
+    assert_eq!(ran.load(SeqCst), 1_000, "nothing was lost");
+    assert!(
+        timer.stats().lateness_max >= Duration::from_millis(1_000),
+        "the runs were late, the hand-offs not"
+    );
+}
+
+#[test]
+fn a_clock_asked_to_go_backwards_is_ignored() {
+    let (clock, timer) = manual();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    timer
+        .add_or_submit(Task::after(10 * SEC, move || {
+            r.fetch_add(1, SeqCst);
+        }))
+        .unwrap();
+    clock.advance(5 * SEC);
+    clock.set(SEC); // backwards: ignored
+    assert_eq!(clock.elapsed(), 5 * SEC);
+    clock.set(9 * SEC);
+    assert_eq!(ran.load(SeqCst), 0, "nothing early");
+    clock.set(10 * SEC);
+    assert_eq!(ran.load(SeqCst), 1);
 }
