@@ -31,6 +31,14 @@ bench-quick:
 criterion:
     cargo bench -p wheel-benches
 
+# The stress test for minutes (CI runs it for 10 s in `cargo test`). WHEEL_STRESS_SECS overrides.
+stress secs="300":
+    WHEEL_STRESS_SECS={{secs}} cargo test --release -p wheel-timer --test stress -- --nocapture
+
+# The wheel's property test with ten times the cases CI runs, on a seed of your choice.
+proptest seed="1" cases="200000":
+    WHEEL_QC_SEED={{seed}} WHEEL_QC_CASES={{cases}} cargo test --release -p timing-wheel --test model
+
 # API documentation for the whole workspace.
 doc:
     RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
