@@ -31,6 +31,14 @@ bench-quick:
 criterion:
     cargo bench -p wheel-benches
 
+# Model checking with loom: every interleaving of the task-fate races (about 7 minutes).
+loom:
+    RUSTFLAGS="--cfg loom" cargo test --release -p wheel-timer --test loom
+
+# The same with at most 3 preemptions per interleaving, as CI runs it (seconds).
+loom-bounded:
+    RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release -p wheel-timer --test loom
+
 # The stress test for minutes (CI runs it for 10 s in `cargo test`). WHEEL_STRESS_SECS overrides.
 stress secs="300":
     WHEEL_STRESS_SECS={{secs}} cargo test --release -p wheel-timer --test stress -- --nocapture

@@ -20,7 +20,8 @@
 //!
 //! The threaded `wheel_timer::Timer` service is measured on the real clock by [`service`] (W6
 //! threads, W7 idle, W8 accuracy), against [`mutex_heap`] (`Mutex<BinaryHeap>` + one timer thread)
-//! for W6, reading CPU time and context switches from [`procfs`].
+//! for W6, reading CPU time and context switches from [`procfs`]. [`slab`] is the generational
+//! slab both heap baselines keep their items in.
 
 pub mod alloc;
 pub mod impls;
@@ -32,6 +33,7 @@ pub mod report;
 pub mod rng;
 pub mod scenario;
 pub mod service;
+pub mod slab;
 pub mod svg;
 pub mod workloads;
 

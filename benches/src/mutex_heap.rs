@@ -4,7 +4,8 @@
 //! would write our own:
 //!
 //! - a `parking_lot::Mutex` around a `BinaryHeap` of compact `(deadline, slot, generation)`
-//!   records; the jobs live in a slab with a free list, so a handle is a plain `Copy` id;
+//!   records; the jobs live in a [`GenSlab`] (free list, generations), so a handle is a plain
+//!   `Copy` id;
 //! - cancel frees the slot (the generation moves on) and leaves the record in the heap: a stale
 //!   record is skipped when it reaches the top, and the heap is compacted once stale records
 //!   outnumber live ones (amortised O(1) per cancel, bounded memory);
@@ -17,8 +18,8 @@
 //!
 //! | field            | who changes it, under the lock | meaning |
 //! |------------------|--------------------------------|---------|
-//! | `slots[i].job`   | `schedule`, `cancel`, the timer thread | `Some`: pending; `None`: vacant |
-//! | `slots[i].generation` | whoever vacates the slot  | records with an older generation are stale |
+//! | `slab` slot `i`  | `schedule`, `cancel`, the timer thread | occupied: pending; vacant: no job |
+//! | slot `i`'s generation | whoever vacates the slot (`GenSlab::take`) | records with an older generation are stale |
 //! | `sleeping_until` | the timer thread; an adder clears it when it notifies | `Some(t)`: asleep until `t` ns (`u64::MAX`: until notified) |
 //! | `closed`         | [`MutexHeapTimer::shutdown`]   | the thread exits at its next look |
 
@@ -31,10 +32,10 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
+use crate::slab::GenSlab;
+
 /// A job the baseline runs: a boxed closure, as our `Timer` stores it.
 pub type Job = Box<dyn FnOnce() + Send>;
-
-const NIL: u32 = u32::MAX;
 
 /// Stale records tolerated before a compaction, besides "as many as live ones".
 const COMPACT_SLACK: usize = 4096;
@@ -46,18 +47,10 @@ pub struct HeapTimerId {
     generation: u32,
 }
 
-struct Slot {
-    job: Option<Job>,
-    generation: u32,
-    /// Next vacant slot while this one is vacant.
-    next_free: u32,
-}
-
 struct State {
     heap: BinaryHeap<Reverse<(u64, u32, u32)>>,
-    slots: Vec<Slot>,
-    free: u32,
-    live: usize,
+    /// The pending jobs; its length is the number of live jobs.
+    slab: GenSlab<Job>,
     sleeping_until: Option<u64>,
     closed: bool,
     wakeups: u64,
@@ -65,28 +58,12 @@ struct State {
 }
 
 impl State {
-    /// Vacates the slot if `id` is live and returns its job.
-    fn take(&mut self, slot: u32, generation: u32) -> Option<Job> {
-        let s = self.slots.get_mut(slot as usize)?;
-        if s.generation != generation {
-            return None;
-        }
-        let job = s.job.take()?;
-        s.generation = s.generation.wrapping_add(1);
-        s.next_free = self.free;
-        self.free = slot;
-        self.live -= 1;
-        Some(job)
-    }
-
     /// Drops stale records once they outnumber live ones (and the slack).
     fn maybe_compact(&mut self) {
-        if self.heap.len() > 2 * self.live + COMPACT_SLACK {
-            let slots = &self.slots;
-            self.heap.retain(|&Reverse((_, slot, generation))| {
-                let s = &slots[slot as usize];
-                s.generation == generation && s.job.is_some()
-            });
+        if self.heap.len() > 2 * self.slab.len() + COMPACT_SLACK {
+            let slab = &self.slab;
+            self.heap
+                .retain(|&Reverse((_, slot, generation))| slab.is_live(slot, generation));
         }
     }
 }
@@ -112,7 +89,7 @@ impl Shared {
                     break;
                 }
                 st.heap.pop();
-                if let Some(job) = st.take(slot, generation) {
+                if let Some(job) = st.slab.take(slot, generation) {
                     batch.push(job);
                 }
             }
@@ -184,9 +161,7 @@ impl MutexHeapTimer {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 heap: BinaryHeap::new(),
-                slots: Vec::new(),
-                free: NIL,
-                live: 0,
+                slab: GenSlab::new(),
                 sleeping_until: None,
                 closed: false,
                 wakeups: 0,
@@ -221,24 +196,8 @@ impl MutexHeapTimer {
     fn insert(&self, deadline: u64, job: Job) -> HeapTimerId {
         let mut guard = self.shared.state.lock();
         let st = &mut *guard;
-        let slot = if st.free != NIL {
-            let slot = st.free;
-            let s = &mut st.slots[slot as usize];
-            st.free = s.next_free;
-            s.job = Some(job);
-            slot
-        } else {
-            let slot = u32::try_from(st.slots.len()).expect("heap timer: too many jobs");
-            st.slots.push(Slot {
-                job: Some(job),
-                generation: 0,
-                next_free: NIL,
-            });
-            slot
-        };
-        let generation = st.slots[slot as usize].generation;
+        let (slot, generation) = st.slab.insert(job);
         st.heap.push(Reverse((deadline, slot, generation)));
-        st.live += 1;
         if st.sleeping_until.is_some_and(|until| deadline < until) {
             st.sleeping_until = None;
             self.shared.wake.notify_one();
@@ -250,7 +209,7 @@ impl MutexHeapTimer {
     /// dropped at once (after the lock is released); its heap record is dropped lazily.
     pub fn cancel(&self, id: HeapTimerId) -> bool {
         let mut st = self.shared.state.lock();
-        let job = st.take(id.slot, id.generation);
+        let job = st.slab.take(id.slot, id.generation);
         if job.is_some() {
             st.maybe_compact();
         }
@@ -260,7 +219,7 @@ impl MutexHeapTimer {
 
     /// Jobs waiting.
     pub fn len(&self) -> usize {
-        self.shared.state.lock().live
+        self.shared.state.lock().slab.len()
     }
 
     /// True when no job is waiting.
@@ -299,8 +258,7 @@ impl MutexHeapTimer {
         }
         let mut st = self.shared.state.lock();
         st.heap.clear();
-        st.live = 0;
-        st.slots.iter_mut().filter_map(|s| s.job.take()).collect()
+        st.slab.take_all()
     }
 }
 

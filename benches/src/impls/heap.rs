@@ -1,16 +1,15 @@
 //! `std::collections::BinaryHeap` with lazy cancellation (`java.util.Timer` /
 //! `ScheduledThreadPoolExecutor` without `setRemoveOnCancelPolicy`).
 //!
-//! The heap holds compact records `(deadline, slot, generation)`; items live in a slab. Cancel
-//! frees the item and its slot at once and leaves the record in the heap: it is recognised as
-//! stale (its generation no longer matches) and skipped when it reaches the top.
+//! The heap holds compact records `(deadline, slot, generation)`; items live in a [`GenSlab`].
+//! Cancel frees the item and its slot at once and leaves the record in the heap: it is recognised
+//! as stale (its generation no longer matches) and skipped when it reaches the top.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use crate::slab::GenSlab;
 use crate::{Cancel, TimerQueue};
-
-const NIL: u32 = u32::MAX;
 
 /// Handle of a [`LazyHeap`] entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -19,22 +18,12 @@ pub struct HeapId {
     generation: u32,
 }
 
-#[derive(Debug)]
-struct Slot<T> {
-    item: Option<T>,
-    generation: u32,
-    /// Next vacant slot while this one is vacant.
-    next_free: u32,
-}
-
 /// A binary heap of deadline records with lazily skipped cancellations.
 #[derive(Debug)]
 pub struct LazyHeap<T> {
     heap: BinaryHeap<Reverse<(u64, u32, u32)>>,
-    slots: Vec<Slot<T>>,
-    free: u32,
+    slab: GenSlab<T>,
     now: u64,
-    len: usize,
 }
 
 impl<T> TimerQueue<T> for LazyHeap<T> {
@@ -44,10 +33,8 @@ impl<T> TimerQueue<T> for LazyHeap<T> {
     fn new() -> Self {
         LazyHeap {
             heap: BinaryHeap::new(),
-            slots: Vec::new(),
-            free: NIL,
+            slab: GenSlab::new(),
             now: 0,
-            len: 0,
         }
     }
 
@@ -58,24 +45,8 @@ impl<T> TimerQueue<T> for LazyHeap<T> {
             "deadline {deadline} is not after now {}",
             self.now
         );
-        let slot = if self.free != NIL {
-            let slot = self.free;
-            let s = &mut self.slots[slot as usize];
-            self.free = s.next_free;
-            s.item = Some(item);
-            slot
-        } else {
-            let slot = u32::try_from(self.slots.len()).expect("heap capacity overflow");
-            self.slots.push(Slot {
-                item: Some(item),
-                generation: 0,
-                next_free: NIL,
-            });
-            slot
-        };
-        let generation = self.slots[slot as usize].generation;
+        let (slot, generation) = self.slab.insert(item);
         self.heap.push(Reverse((deadline, slot, generation)));
-        self.len += 1;
         HeapId { slot, generation }
     }
 
@@ -86,33 +57,18 @@ impl<T> TimerQueue<T> for LazyHeap<T> {
                 break;
             }
             self.heap.pop();
-            if let Some(item) = self.take(HeapId { slot, generation }) {
+            if let Some(item) = self.slab.take(slot, generation) {
                 f(item);
             }
         }
     }
 
     fn len(&self) -> usize {
-        self.len
+        self.slab.len()
     }
 }
 
 impl<T> LazyHeap<T> {
-    /// Vacates the slot if `id` is live and returns its item.
-    #[inline]
-    fn take(&mut self, id: HeapId) -> Option<T> {
-        let s = self.slots.get_mut(id.slot as usize)?;
-        if s.generation != id.generation {
-            return None;
-        }
-        let item = s.item.take()?;
-        s.generation = s.generation.wrapping_add(1);
-        s.next_free = self.free;
-        self.free = id.slot;
-        self.len -= 1;
-        Some(item)
-    }
-
     /// Records in the heap, live and stale: what lazy cancellation costs in memory.
     pub fn records(&self) -> usize {
         self.heap.len()
@@ -122,6 +78,6 @@ impl<T> LazyHeap<T> {
 impl<T> Cancel<T> for LazyHeap<T> {
     #[inline]
     fn cancel(&mut self, id: HeapId) -> bool {
-        self.take(id).is_some()
+        self.slab.take(id.slot, id.generation).is_some()
     }
 }

@@ -32,6 +32,22 @@ impl<T> fmt::Debug for Entry<T> {
     }
 }
 
+/// `Debug` for the adapters: type name, clock and length (the wheels and items need not be `Debug`).
+macro_rules! debug_cur_len {
+    ($($adapter:ident),+) => {$(
+        impl<T> fmt::Debug for $adapter<T> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct(stringify!($adapter))
+                    .field("cur", &self.cur)
+                    .field("len", &self.len)
+                    .finish()
+            }
+        }
+    )+};
+}
+
+debug_cur_len!(Hhwt, HhwtCancel);
+
 /// Moves a wheel from tick `cur` to tick `now`, skipping what `can_skip` allows and ticking the rest.
 #[inline]
 fn drive(
@@ -67,15 +83,6 @@ pub struct Hhwt<T> {
     wheel: QuadWheelWithOverflow<Entry<T>>,
     cur: u64,
     len: usize,
-}
-
-impl<T> fmt::Debug for Hhwt<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Hhwt")
-            .field("cur", &self.cur)
-            .field("len", &self.len)
-            .finish()
-    }
 }
 
 impl<T> TimerQueue<T> for Hhwt<T> {
@@ -152,15 +159,6 @@ pub struct HhwtCancel<T> {
     cur: u64,
     next_id: u64,
     len: usize,
-}
-
-impl<T> fmt::Debug for HhwtCancel<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HhwtCancel")
-            .field("cur", &self.cur)
-            .field("len", &self.len)
-            .finish()
-    }
 }
 
 impl<T> TimerQueue<T> for HhwtCancel<T> {

@@ -3,7 +3,7 @@
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 
 /// Nanoseconds in a `Duration`, saturating at `u64::MAX` (584 years: the far future).
 pub fn duration_to_ns(d: Duration) -> u64 {

@@ -41,13 +41,14 @@
 //! ```
 
 mod clock;
+pub mod sync;
 
 use std::io;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Weak};
-use std::thread::{self, JoinHandle, ThreadId};
 
-use parking_lot::{Condvar, Mutex, MutexGuard};
+use crate::sync::thread::{self, JoinHandle, ThreadId};
+use crate::sync::{Condvar, Mutex, MutexGuard};
 use timing_wheel::{TimerId, TimingWheel};
 
 pub use clock::{Clock, Driver, ManualClock, RealClock, duration_to_ns};
@@ -295,7 +296,7 @@ impl<T> Shared<T> {
             let now = self.clock.now();
             st.wheel.advance(now, |item| batch.push(item));
             if !batch.is_empty() {
-                MutexGuard::unlocked(&mut st, || sink(&mut batch));
+                sync::unlocked(&mut st, || sink(&mut batch));
                 debug_assert!(batch.is_empty(), "the sink must drain its batch");
                 batch.clear();
                 if st.closed {

@@ -26,15 +26,14 @@
 //! `id` (the task's current `TimerId`) changes only under the wheel lock. `Flight::running` counts
 //! jobs that took their task and have not finished; `shutdown` waits for it, less its own thread's.
 
-use std::cell::RefCell;
+use reaper::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering::*};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering::*};
 use std::sync::{Arc, Weak};
 use std::thread::available_parallelism;
 use std::time::{Duration, Instant};
 
 use executor::{Executor, PanicHandler, RayonExecutor, isolate};
-use parking_lot::{Condvar, Mutex};
+use reaper::sync::{Condvar, Mutex};
 use reaper::{Clock, ManualClock, RealClock, Reaper, duration_to_ns};
 use timing_wheel::{TimerId, TimingWheel};
 
@@ -102,11 +101,18 @@ impl Flight {
     }
 }
 
-thread_local! {
-    /// The timers whose jobs this thread is running, innermost last (addresses of `Inner`s). A
-    /// `shutdown` from inside a job does not wait for the jobs of its own thread.
-    static ACTIVE: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+// loom's `thread_local!` has no `const { .. }` form, and this must build under both.
+#[allow(clippy::missing_const_for_thread_local)]
+mod active {
+    use std::cell::RefCell;
+
+    reaper::sync::thread_local! {
+        /// The timers whose jobs this thread is running, innermost last (addresses of `Inner`s). A
+        /// `shutdown` from inside a job does not wait for the jobs of its own thread.
+        pub(super) static ACTIVE: RefCell<Vec<usize>> = RefCell::new(Vec::new());
+    }
 }
+use active::ACTIVE;
 
 struct Inner {
     reaper: Reaper<Entry>,

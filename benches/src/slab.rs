@@ -1,0 +1,211 @@
+//! A generational slab with an intrusive free list: the item store behind the heap baselines.
+//!
+//! An item is known by `(slot, generation)`. Vacating a slot bumps its generation, so an old
+//! pair goes stale and is refused even after the slot is reused; vacant slots are chained through
+//! `next_free` and reused last-freed first. Slots are `u32`, so a pair packs into the baselines'
+//! compact `(deadline, slot, generation)` heap records.
+
+const NIL: u32 = u32::MAX;
+
+#[derive(Debug)]
+struct Slot<T> {
+    /// `Some`: occupied; `None`: vacant.
+    item: Option<T>,
+    /// Bumped each time the slot is vacated.
+    generation: u32,
+    /// Next vacant slot while this one is vacant (`NIL` at the end).
+    next_free: u32,
+}
+
+/// Items by `(slot, generation)`; see the module docs.
+///
+/// ```
+/// use wheel_benches::slab::GenSlab;
+///
+/// let mut slab = GenSlab::new();
+/// let (slot, generation) = slab.insert("a");
+/// assert_eq!(slab.take(slot, generation), Some("a"));
+/// assert_eq!(slab.take(slot, generation), None);
+/// ```
+#[derive(Debug)]
+pub struct GenSlab<T> {
+    slots: Vec<Slot<T>>,
+    /// First vacant slot, or `NIL`.
+    free: u32,
+    /// Occupied slots.
+    len: usize,
+}
+
+impl<T> Default for GenSlab<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> GenSlab<T> {
+    /// An empty slab; allocates nothing until the first insert.
+    pub const fn new() -> Self {
+        GenSlab {
+            slots: Vec::new(),
+            free: NIL,
+            len: 0,
+        }
+    }
+
+    /// Stores `item` in a vacant slot (the last freed, else a new one) and returns
+    /// `(slot, generation)`, its id.
+    ///
+    /// # Panics
+    ///
+    /// If the slab would need more than `u32::MAX` slots.
+    #[inline]
+    pub fn insert(&mut self, item: T) -> (u32, u32) {
+        let slot = self.free;
+        let id = if slot != NIL {
+            let s = &mut self.slots[slot as usize];
+            debug_assert!(s.item.is_none(), "free list names an occupied slot");
+            self.free = s.next_free;
+            s.item = Some(item);
+            (slot, s.generation)
+        } else {
+            let slot = u32::try_from(self.slots.len())
+                .ok()
+                .filter(|&i| i != NIL)
+                .expect("slab capacity overflow");
+            self.slots.push(Slot {
+                item: Some(item),
+                generation: 0,
+                next_free: NIL,
+            });
+            (slot, 0)
+        };
+        self.len += 1;
+        id
+    }
+
+    /// The item at `(slot, generation)`, if that id is live.
+    #[inline]
+    pub fn get(&self, slot: u32, generation: u32) -> Option<&T> {
+        let s = self.slots.get(slot as usize)?;
+        if s.generation != generation {
+            return None;
+        }
+        s.item.as_ref()
+    }
+
+    /// True iff `(slot, generation)` names an occupied slot.
+    #[inline]
+    pub fn is_live(&self, slot: u32, generation: u32) -> bool {
+        self.get(slot, generation).is_some()
+    }
+
+    /// Vacates the slot if `(slot, generation)` is live and returns its item; `None` for a stale
+    /// or unknown id.
+    #[inline]
+    pub fn take(&mut self, slot: u32, generation: u32) -> Option<T> {
+        let s = self.slots.get_mut(slot as usize)?;
+        if s.generation != generation {
+            return None;
+        }
+        let item = s.item.take()?;
+        s.generation = s.generation.wrapping_add(1);
+        s.next_free = self.free;
+        self.free = slot;
+        self.len -= 1;
+        Some(item)
+    }
+
+    /// Vacates every occupied slot (each id goes stale) and returns the items in slot order.
+    pub fn take_all(&mut self) -> Vec<T> {
+        let mut items = Vec::with_capacity(self.len);
+        for (i, s) in self.slots.iter_mut().enumerate() {
+            if let Some(item) = s.item.take() {
+                s.generation = s.generation.wrapping_add(1);
+                s.next_free = self.free;
+                // `insert` never hands out `NIL`, so every index fits in a `u32`.
+                self.free = i as u32;
+                items.push(item);
+            }
+        }
+        self.len = 0;
+        items
+    }
+
+    /// Occupied slots.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when no slot is occupied.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reuse_bumps_generation_and_stale_ids_are_refused() {
+        let mut slab = GenSlab::new();
+        let (a, ga) = slab.insert('a');
+        assert_eq!((a, ga), (0, 0));
+        assert_eq!(slab.take(a, ga), Some('a'));
+        assert!(!slab.is_live(a, ga));
+
+        // The vacated slot is reused with a new generation.
+        let (b, gb) = slab.insert('b');
+        assert_eq!(b, a);
+        assert_eq!(gb, ga + 1);
+
+        // The old id names the reused slot but is stale.
+        assert_eq!(slab.get(a, ga), None);
+        assert_eq!(slab.take(a, ga), None);
+        assert_eq!(slab.get(b, gb), Some(&'b'));
+        assert_eq!(slab.len(), 1);
+    }
+
+    #[test]
+    fn unknown_and_double_take_are_refused() {
+        let mut slab = GenSlab::new();
+        assert_eq!(slab.take(0, 0), None);
+        let (s, g) = slab.insert(1);
+        assert_eq!(slab.take(s + 1, g), None);
+        assert_eq!(slab.take(s, g.wrapping_add(1)), None);
+        assert_eq!(slab.take(s, g), Some(1));
+        assert_eq!(slab.take(s, g), None);
+        assert!(slab.is_empty());
+    }
+
+    #[test]
+    fn free_list_is_last_freed_first() {
+        let mut slab = GenSlab::new();
+        let ids: Vec<_> = (0..4).map(|i| slab.insert(i)).collect();
+        assert_eq!(slab.len(), 4);
+        slab.take(ids[1].0, ids[1].1);
+        slab.take(ids[3].0, ids[3].1);
+        assert_eq!(slab.insert(10).0, ids[3].0);
+        assert_eq!(slab.insert(11).0, ids[1].0);
+        assert_eq!(slab.insert(12).0, 4);
+        assert_eq!(slab.len(), 5);
+    }
+
+    #[test]
+    fn take_all_empties_and_stales_every_id() {
+        let mut slab = GenSlab::new();
+        let ids: Vec<_> = (0..3).map(|i| slab.insert(i)).collect();
+        slab.take(ids[1].0, ids[1].1);
+        assert_eq!(slab.take_all(), vec![0, 2]);
+        assert!(slab.is_empty());
+        assert!(ids.iter().all(|&(s, g)| !slab.is_live(s, g)));
+        // Every slot is vacant and reusable.
+        let reused: Vec<_> = (0..3).map(|i| slab.insert(i).0).collect();
+        let mut sorted = reused.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, vec![0, 1, 2]);
+        assert_eq!(slab.insert(9).0, 3);
+    }
+}
