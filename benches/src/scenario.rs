@@ -2,8 +2,8 @@
 //!
 //! A [`Scenario`] is one workload with an id (`W1`...), a title and a `run` that returns an
 //! [`Outcome`]: tables, chart series and target checks. The `wheelbench` program runs the ones
-//! selected with `--only`. The threaded `Timer` scenarios (W6–W8, on the real clock) are in
-//! [`service`].
+//! selected with `--only`. The threaded `Timer` scenarios (W6–W8, on the real clock) are in the
+//! `service` submodule.
 
 mod service;
 
