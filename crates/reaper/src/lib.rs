@@ -201,8 +201,9 @@ impl<T: Send + 'static> Reaper<T> {
     }
 
     /// Starts the tick thread, named `{name}-tick`. `sink` receives each batch of due items, on
-    /// the tick thread, outside the lock, in deadline order; it must drain the batch and must not
-    /// block (hand the items to an executor). A second call is refused.
+    /// the tick thread, outside the lock, in deadline order; it should drain the batch (what it
+    /// leaves is dropped) and must not block (hand the items to an executor), nor panic: a panic
+    /// ends the tick thread. A second call is refused.
     pub fn spawn(
         &self,
         name: &str,
@@ -287,6 +288,9 @@ impl<T> Drop for Reaper<T> {
 
 impl<T> Shared<T> {
     fn run(&self, mut sink: impl FnMut(&mut Vec<T>)) {
+        // Declared before the state guard, so dropped after it: if the sink panics, the thread
+        // still marks itself gone and wakes whoever waits for it (a manual clock move, close).
+        let _exit = Exit(self);
         let mut batch = Vec::new();
         let mut st = self.state.lock();
         st.thread = Some(thread::current().id());
@@ -296,9 +300,10 @@ impl<T> Shared<T> {
             let now = self.clock.now();
             st.wheel.advance(now, |item| batch.push(item));
             if !batch.is_empty() {
-                sync::unlocked(&mut st, || sink(&mut batch));
-                debug_assert!(batch.is_empty(), "the sink must drain its batch");
-                batch.clear();
+                sync::unlocked(&mut st, || {
+                    sink(&mut batch);
+                    batch.clear(); // anything the sink left is dropped here, outside the lock
+                });
                 if st.closed {
                     break;
                 }
@@ -323,6 +328,16 @@ impl<T> Shared<T> {
         }
         st.alive = false;
         self.turned.notify_all();
+    }
+}
+
+/// Marks the tick thread as gone when `run` ends, by returning or by a panic in the sink.
+struct Exit<'a, T>(&'a Shared<T>);
+
+impl<T> Drop for Exit<'_, T> {
+    fn drop(&mut self) {
+        self.0.state.lock().alive = false;
+        self.0.turned.notify_all();
     }
 }
 

@@ -57,6 +57,10 @@ impl std::error::Error for BuildError {
 
 /// Why [`Timer::add_or_submit`](crate::Timer::add_or_submit) refused a task. Every variant hands
 /// the task back, so nothing is lost.
+///
+/// Because it holds the task (a `Send` closure), `AddError` is `Send` but not `Sync`, so `?`
+/// into `Box<dyn Error + Send + Sync>` or `anyhow::Error` does not compile: take the task out
+/// with [`into_task`](Self::into_task), or convert with `.map_err(|e| e.to_string())`.
 #[non_exhaustive]
 pub enum AddError {
     /// `max_pending` tasks are already waiting; try again after one fires or is cancelled.

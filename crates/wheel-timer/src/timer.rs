@@ -199,14 +199,16 @@ impl TimerBuilder {
         self
     }
 
-    /// Threads of the rayon pool that runs tasks. Default: the available parallelism.
+    /// Threads of the rayon pool that runs tasks. Default: the available parallelism. Ignored
+    /// with [`executor`](Self::executor).
     pub fn threads(mut self, threads: usize) -> Self {
         self.threads = Some(threads);
         self
     }
 
     /// Refuse adds while this many tasks wait in the wheel ([`AddError::Full`]). Default: no
-    /// limit. Re-arming a periodic task is never refused.
+    /// limit. Re-arming a periodic task is never refused. Tasks already due and queued in a busy
+    /// executor are not counted: this bounds what waits for a deadline, not the pool's backlog.
     pub fn max_pending(mut self, max: usize) -> Self {
         self.max_pending = Some(max);
         self
@@ -322,7 +324,9 @@ impl TimerBuilder {
                         .collect()
                 };
                 for key in keys {
-                    inner.dispatch(key);
+                    // A user executor that panics must not take the tick thread down; the
+                    // entry stays in transit, so shutdown still returns the task.
+                    let _ = isolate(|| inner.dispatch(key));
                 }
             })
             .map_err(BuildError::Spawn)?;
@@ -512,7 +516,8 @@ impl Timer {
         self.inner.shutdown()
     }
 
-    /// Time on the timer's clock since it was built.
+    /// The timer's clock reading: time since the timer was built on the real clock, or the
+    /// manual clock's own elapsed time.
     pub fn elapsed(&self) -> Duration {
         Duration::from_nanos(self.inner.clock.now())
     }
@@ -675,27 +680,27 @@ impl Inner {
         // Stops the tick thread (joined unless this is it: its current batch is in transit by
         // then) and drains the wheel. No add can enter transit after this: adds check the flag
         // under the wheel lock, which `close` took.
-        let mut tasks: Vec<Task> = Vec::new();
+        let mut from_wheel: Vec<Task> = Vec::new();
         let mut dropped: Vec<Task> = Vec::new();
         for entry in self.reaper.close() {
             if entry.ctl.cas(PENDING, RETURNED) {
-                tasks.push(entry.task)
+                from_wheel.push(entry.task)
             } else {
                 dropped.push(entry.task)
             }
         }
-        // Claim every task handed to the executor whose job has not started, then wait for the
-        // running jobs, except this thread's own (a task calling shutdown).
-        let own = ACTIVE.with(|a| {
-            a.borrow()
-                .iter()
-                .filter(|&&p| p == Arc::as_ptr(self) as usize)
-                .count()
-        });
+        // Claim every task handed to the executor whose job has not started (all due before
+        // anything left in the wheel, so they come first), then wait for the running jobs, except
+        // this thread's own (a task calling shutdown).
+        let me = Arc::as_ptr(self) as usize;
+        let own = ACTIVE
+            .try_with(|a| a.borrow().iter().filter(|&&p| p == me).count())
+            .unwrap_or(0);
         let mut flight = self.flight.lock();
         // Claimed keys are not freed: nothing enters transit after shutdown, and the queued jobs
         // of claimed keys find them empty.
         let claimed: Vec<Entry> = flight.transit.iter_mut().filter_map(Option::take).collect();
+        let mut tasks: Vec<Task> = Vec::new();
         for entry in claimed {
             if entry.ctl.cas(PENDING, RETURNED) {
                 tasks.push(entry.task)
@@ -703,6 +708,7 @@ impl Inner {
                 dropped.push(entry.task)
             }
         }
+        tasks.append(&mut from_wheel);
         while flight.running > own {
             self.idle.wait(&mut flight);
         }
@@ -721,14 +727,14 @@ struct Active<'a>(&'a Inner);
 
 impl<'a> Active<'a> {
     fn enter(inner: &'a Inner) -> Self {
-        ACTIVE.with(|a| a.borrow_mut().push(inner as *const Inner as usize));
+        let _ = ACTIVE.try_with(|a| a.borrow_mut().push(inner as *const Inner as usize));
         Active(inner)
     }
 }
 
 impl Drop for Active<'_> {
     fn drop(&mut self) {
-        ACTIVE.with(|a| a.borrow_mut().pop());
+        let _ = ACTIVE.try_with(|a| a.borrow_mut().pop());
         let mut flight = self.0.flight.lock();
         flight.running -= 1;
         drop(flight);
@@ -760,8 +766,9 @@ pub struct TimerHandle {
 impl TimerHandle {
     /// Stops the task: `true` iff this call stopped it from running (again). A one-shot task
     /// that already started, ran or was cancelled gives `false`; a periodic task gives `true`
-    /// once, and runs no more (a run in progress finishes). The task is dropped promptly, not
-    /// when its bucket comes round.
+    /// once, and runs no more (a run in progress finishes). A task waiting in the wheel is
+    /// dropped at once, not when its bucket comes round; one already on its way to the executor
+    /// is dropped when its job comes up in the pool (it never runs).
     ///
     /// ```
     /// use std::time::Duration;

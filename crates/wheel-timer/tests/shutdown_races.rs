@@ -280,3 +280,67 @@ fn task_at_on_a_manual_clock_moved_before_build() {
     clock.advance(2 * SEC);
     assert_eq!(ran.load(SeqCst), 1);
 }
+
+// An executor whose `execute` panics must not end the tick thread (which would leave
+// `ManualClock::advance` waiting for ever); the task it failed to take comes back from shutdown.
+#[test]
+fn an_executor_that_panics_does_not_stop_the_tick_thread() {
+    struct PanicsOnce(std::sync::atomic::AtomicBool);
+    impl wheel_timer::Executor for PanicsOnce {
+        fn execute(&self, job: wheel_timer::Job) {
+            if !self.0.swap(true, SeqCst) {
+                panic!("executor refuses its first job");
+            }
+            job();
+        }
+    }
+    let clock = ManualClock::new();
+    let timer = Timer::builder()
+        .clock(clock.clone())
+        .executor(Arc::new(PanicsOnce(Default::default())))
+        .build()
+        .unwrap();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    for i in 1..=2u32 {
+        let r = ran.clone();
+        timer
+            .add_or_submit(Task::after(i * SEC, move || r.lock().push(i)))
+            .unwrap();
+    }
+    clock.advance(SEC); // the executor panics on task 1
+    clock.advance(SEC); // the tick thread is still there: task 2 runs
+    assert_eq!(*ran.lock(), [2]);
+    let back = timer.shutdown();
+    assert_eq!(
+        back.len(),
+        1,
+        "task 1 was never taken by the executor: it comes back"
+    );
+    back.into_iter().for_each(Task::run);
+    assert_eq!(*ran.lock(), [2, 1]);
+}
+
+// Shutdown hands tasks back earliest first: those already on their way to the executor before
+// those still waiting in the wheel.
+#[test]
+fn shutdown_returns_tasks_earliest_first() {
+    struct Drops;
+    impl wheel_timer::Executor for Drops {
+        fn execute(&self, _job: wheel_timer::Job) {}
+    }
+    let clock = ManualClock::new();
+    let timer = Timer::builder()
+        .clock(clock.clone())
+        .executor(Arc::new(Drops))
+        .build()
+        .unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    for (label, delay) in [(3u32, 100 * SEC), (1, Duration::ZERO), (2, 50 * SEC)] {
+        let o = order.clone();
+        timer
+            .add_or_submit(Task::after(delay, move || o.lock().push(label)))
+            .unwrap();
+    }
+    timer.shutdown().into_iter().for_each(Task::run);
+    assert_eq!(*order.lock(), [1, 2, 3]);
+}
