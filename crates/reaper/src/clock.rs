@@ -3,7 +3,8 @@
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use crate::sync::Mutex;
+use crate::loom::Mutex;
+use crate::loom::atomic::{AtomicU64, Ordering::SeqCst};
 
 /// Nanoseconds in a `Duration`, saturating at `u64::MAX` (584 years: the far future).
 pub fn duration_to_ns(d: Duration) -> u64 {
@@ -21,6 +22,13 @@ pub trait Clock: Send + Sync + 'static {
 
     /// Called once by a driver that wants to be told when the clock is moved by hand.
     fn attach(&self, _driver: Weak<dyn Driver>) {}
+
+    /// True if the clock moves on its own (it has an [`instant_of`](Self::instant_of)); false
+    /// for a clock that stands still between moves by hand, whose reading is then exact for as
+    /// long as nobody moves it. Timers stamp every deadline at add time on such a clock.
+    fn follows_real_time(&self) -> bool {
+        self.instant_of(0).is_some()
+    }
 }
 
 /// Something a [`ManualClock`] tells about each move, and waits for.
@@ -83,10 +91,22 @@ pub struct ManualClock {
     inner: Arc<ManualInner>,
 }
 
-#[derive(Default)]
 struct ManualInner {
-    now: Mutex<u64>,
+    /// The reading: read without a lock, written only under `moving`.
+    now: AtomicU64,
+    /// Serialises moves, so two `advance` calls never lose a step.
+    moving: Mutex<()>,
     drivers: Mutex<Vec<Weak<dyn Driver>>>,
+}
+
+impl Default for ManualInner {
+    fn default() -> Self {
+        ManualInner {
+            now: AtomicU64::new(0),
+            moving: Mutex::new(()),
+            drivers: Mutex::new(Vec::new()),
+        }
+    }
 }
 
 impl ManualClock {
@@ -104,9 +124,14 @@ impl ManualClock {
     /// thread: give such tests one timer per clock, or a pool.
     pub fn advance(&self, d: Duration) {
         let now = {
-            let mut now = self.inner.now.lock();
-            *now = now.saturating_add(duration_to_ns(d));
-            *now
+            let _moving = self.inner.moving.lock();
+            let now = self
+                .inner
+                .now
+                .load(SeqCst)
+                .saturating_add(duration_to_ns(d));
+            self.inner.now.store(now, SeqCst);
+            now
         };
         self.catch_up(now);
     }
@@ -115,16 +140,17 @@ impl ManualClock {
     /// ignored, as a monotonic clock never goes backwards.
     pub fn set(&self, elapsed: Duration) {
         let now = {
-            let mut now = self.inner.now.lock();
-            *now = (*now).max(duration_to_ns(elapsed));
-            *now
+            let _moving = self.inner.moving.lock();
+            let now = self.inner.now.load(SeqCst).max(duration_to_ns(elapsed));
+            self.inner.now.store(now, SeqCst);
+            now
         };
         self.catch_up(now);
     }
 
     /// Time since the origin.
     pub fn elapsed(&self) -> Duration {
-        Duration::from_nanos(*self.inner.now.lock())
+        Duration::from_nanos(self.inner.now.load(SeqCst))
     }
 
     fn catch_up(&self, now: u64) {
@@ -149,7 +175,7 @@ impl std::fmt::Debug for ManualClock {
 
 impl Clock for ManualClock {
     fn now(&self) -> u64 {
-        *self.inner.now.lock()
+        self.inner.now.load(SeqCst)
     }
 
     fn instant_of(&self, _t: u64) -> Option<Instant> {

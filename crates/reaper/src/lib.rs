@@ -1,194 +1,182 @@
-//! The tick thread of a timing wheel: it sleeps until the earliest bucket is due (or until an add
-//! lands earlier), advances the wheel to the clock's now, and hands the due items to a sink
-//! outside the lock. It never runs user code, and with nothing due it does not wake at all.
+//! The tick thread of a sharded timing wheel: it sleeps until the earliest shard needs it (or
+//! until a shard asks for an earlier look), collects what is due from every shard that is due,
+//! merges it by deadline and hands it to a sink outside every lock. It never runs user code, and
+//! while nothing is due it does not wake at all.
+//!
+//! A timer keeps one [`Shard`] per adding thread (each with its own wheel and lock, as Linux keeps
+//! a timer base per CPU and Go a heap per P); this crate owns only the thread that drives them:
+//! when to sleep, who may wake it, and in which order due items leave.
 //!
 //! ## Ground rules
 //!
-//! | state field       | who changes it                      | meaning |
-//! |-------------------|-------------------------------------|---------|
-//! | `wheel`           | anyone holding the lock             | the pending items |
-//! | `sleeping_until`  | the tick thread (adders clear it when they wake it) | `Some(t)`: asleep until wheel time `t` (`u64::MAX`: until woken); `None`: awake, and will look at the wheel before sleeping again |
-//! | `processed`       | the tick thread                     | every item due by this time has been handed to the sink |
-//! | `closed`          | [`Reaper::close`]                   | the thread exits at its next look; no item is handed out after |
-//! | `kicked`          | a manual clock move sets it, the tick thread clears it | the clock moved while the thread was awake: look again before sleeping |
-//! | `alive`           | the tick thread, at the start and end of its loop | the thread may still hand items out |
+//! | field             | who writes it | meaning |
+//! |-------------------|---------------|---------|
+//! | `Shard::next_wake`| the shard (lowered by anyone with `fetch_min`; set by whoever collects) | the clock time by which the tick thread must next collect this shard |
+//! | `sleeping_until`  | the tick thread (0 while awake, else the time it sleeps until; `u64::MAX`: until woken); a waker sets 0 when it notifies | a shard that lowered its `next_wake` below this must wake the thread |
+//! | `processed`       | the tick thread, under `state` | every item due by this time has been handed to the sink |
+//! | `closed`          | [`Reaper::close`], under `state` | the thread exits at its next look; nothing is handed out after |
+//! | `kicked`          | a manual clock move sets it, the tick thread clears it, under `state` | the clock moved: look again before sleeping |
+//! | `alive`           | the tick thread, under `state` | the thread may still hand items out |
 //!
-//! An adder that makes the wheel's next expiration earlier than `sleeping_until` notifies the
-//! thread under the same lock, so no wake-up is lost; an adder that does not, does not disturb it.
+//! **No lost wake-up.** A shard lowers `next_wake` and then, after a sequentially consistent
+//! fence, reads `sleeping_until` ([`Reaper::wake_by`]); the tick thread stores `sleeping_until`
+//! and then, after a fence, reads every shard's `next_wake` and the registry's version once more
+//! before it waits. Of the two fences one comes first in their single total order, so one side
+//! sees the other: either the tick thread sees the earlier time and does not sleep past it, or
+//! the shard sees the thread asleep and notifies it under the state lock, which the thread holds
+//! until it waits. (Fences, not sequentially consistent loads and stores, so that `loom` checks
+//! the handshake: it models the fences exactly.)
 //!
 //! ```
-//! use std::sync::Arc;
-//! use std::sync::mpsc;
+//! use std::sync::{Arc, Mutex, mpsc};
+//! use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 //! use std::time::Duration;
-//! use reaper::{ManualClock, Reaper};
+//! use reaper::{Clock, Due, ManualClock, Reaper, Shard};
 //! use timing_wheel::TimingWheel;
 //!
-//! let clock = ManualClock::new();
-//! let (tx, rx) = mpsc::channel();
-//! let wheel = TimingWheel::new(1_000_000, 64, 0).unwrap(); // ns, 1 ms tick
-//! let reaper = Reaper::start(wheel, Arc::new(clock.clone()), "doc", move |batch: &mut Vec<&str>| {
-//!     for item in batch.drain(..) {
-//!         tx.send(item).unwrap();
+//! /// The smallest shard: one wheel behind a lock.
+//! struct One {
+//!     wheel: Mutex<TimingWheel<&'static str>>,
+//!     next: AtomicU64,
+//! }
+//!
+//! impl Shard for One {
+//!     type Item = &'static str;
+//!     fn next_wake(&self) -> u64 {
+//!         self.next.load(SeqCst)
 //!     }
-//! })
-//! .unwrap();
-//! reaper.lock().insert(5_000_000_000, "five seconds").unwrap();
+//!     fn collect(&self, _clock: &dyn Clock, now: u64, due: &mut Vec<Due<&'static str>>) {
+//!         let mut wheel = self.wheel.lock().unwrap();
+//!         wheel.advance(now, |item| due.push(Due { deadline: now, item }));
+//!         self.next.store(wheel.next_expiration().unwrap_or(u64::MAX), SeqCst);
+//!     }
+//! }
+//!
+//! let clock = ManualClock::new();
+//! let reaper = Reaper::new(Arc::new(clock.clone()), 0);
+//! let shard = Arc::new(One {
+//!     wheel: Mutex::new(TimingWheel::new(1_000_000, 64, 0).unwrap()), // ns, 1 ms tick
+//!     next: AtomicU64::new(u64::MAX),
+//! });
+//! reaper.register(shard.clone());
+//! let (tx, rx) = mpsc::channel();
+//! reaper
+//!     .spawn("doc", move |batch: &mut Vec<Due<&str>>| {
+//!         for due in batch.drain(..) {
+//!             tx.send(due.item).unwrap();
+//!         }
+//!     })
+//!     .unwrap();
+//!
+//! let t = {
+//!     let mut wheel = shard.wheel.lock().unwrap();
+//!     wheel.insert(5_000_000_000, "five seconds").unwrap();
+//!     wheel.next_expiration().unwrap()
+//! };
+//! shard.next.fetch_min(t, SeqCst);
+//! reaper.wake_by(t);
 //! clock.advance(Duration::from_secs(4));
 //! assert!(rx.try_recv().is_err());
 //! clock.advance(Duration::from_secs(1));
 //! assert_eq!(rx.try_recv(), Ok("five seconds")); // handed out before advance returned
-//! assert!(reaper.close().is_empty());
+//! reaper.close();
 //! ```
 
 mod clock;
-pub mod sync;
+mod loom;
 
 use std::io;
-use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Weak};
 
-use crate::sync::thread::{self, JoinHandle, ThreadId};
-use crate::sync::{Condvar, Mutex, MutexGuard};
-use timing_wheel::{TimerId, TimingWheel};
+use crate::loom::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst, fence};
+use crate::loom::thread::{self, JoinHandle, ThreadId};
+use crate::loom::{Condvar, Mutex};
 
 pub use clock::{Clock, Driver, ManualClock, RealClock, duration_to_ns};
 
-/// The tick thread and the lock-protected wheel it drives.
-pub struct Reaper<T> {
-    shared: Arc<Shared<T>>,
+/// One of the wheels a tick thread drives: a timer keeps one per adding thread.
+pub trait Shard: Send + Sync + 'static {
+    /// What the shard hands out when it is due.
+    type Item: Send + 'static;
+
+    /// The clock time by which the tick thread must next [`collect`](Self::collect) this shard
+    /// (`u64::MAX`: never). A shard that lowers it must call [`Reaper::wake_by`] afterwards; both
+    /// the lowering and this read must be sequentially consistent (see the crate's ground rules).
+    fn next_wake(&self) -> u64;
+
+    /// Takes out everything due by `now` (a reading of `clock`), each with its deadline,
+    /// appending to `due`, and sets `next_wake` again. A shard that must stamp something with
+    /// the time reads `clock` itself, after it has seen what it stamps. Called by the tick
+    /// thread, never with a lock of this crate held.
+    fn collect(&self, clock: &dyn Clock, now: u64, due: &mut Vec<Due<Self::Item>>);
+}
+
+/// An item a shard found due, with the deadline the tick thread orders hand-offs by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Due<T> {
+    /// The item's deadline, in clock nanoseconds.
+    pub deadline: u64,
+    /// The item.
+    pub item: T,
+}
+
+/// The tick thread and the registry of shards it drives.
+pub struct Reaper<S: Shard> {
+    shared: Arc<Shared<S>>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
-struct Shared<T> {
-    state: Mutex<State<T>>,
-    /// Wakes the tick thread: an earlier add, a manual clock move, or close.
+struct Shared<S: Shard> {
+    state: Mutex<State>,
+    /// See the ground rules: 0 while awake, else the clock time the thread sleeps until.
+    sleeping_until: AtomicU64,
+    /// Wakes the tick thread: an earlier shard, a manual clock move, or close.
     wake: Condvar,
-    /// Signals a finished turn of the tick thread (for manual clock moves).
+    /// Signals a finished turn of the tick thread (for manual clock moves and `spawn`).
     turned: Condvar,
     clock: Arc<dyn Clock>,
+    /// A shard that needs the thread within this many clock ns is collected in the same turn.
+    early: u64,
+    shards: Mutex<Vec<Arc<S>>>,
+    /// Bumped (sequentially consistent) after every registration.
+    version: AtomicUsize,
 }
 
-/// The wheel and the tick thread's bookkeeping, behind one lock. See the crate's ground rules.
-pub struct State<T> {
-    wheel: TimingWheel<T>,
+/// The tick thread's bookkeeping, behind one lock. See the crate's ground rules.
+struct State {
     closed: bool,
-    sleeping_until: Option<u64>,
     processed: u64,
     wakeups: u64,
-    /// Set by a manual clock move: look at the clock again before sleeping.
     kicked: bool,
-    /// The tick thread is in its loop (it may be handing a batch out, even after `closed`).
     alive: bool,
     thread: Option<ThreadId>,
 }
 
-impl<T> State<T> {
-    /// The wheel (read-only; changes go through the guard so the tick thread is woken).
-    pub fn wheel(&self) -> &TimingWheel<T> {
-        &self.wheel
-    }
-
-    /// True once [`Reaper::close`] has begun.
-    pub fn is_closed(&self) -> bool {
-        self.closed
-    }
-
-    /// How many times the tick thread woke from sleep (timeouts, adds landing earlier, clock
-    /// moves). Zero while nothing is due and nothing earlier is added.
-    pub fn wakeups(&self) -> u64 {
-        self.wakeups
-    }
-
-    /// True when called on the tick thread itself (for example from a sink or an inline task).
-    pub fn on_tick_thread(&self) -> bool {
-        self.thread == Some(thread::current().id())
-    }
-}
-
-/// The lock on the wheel. Inserting or rescheduling through it wakes the tick thread when the
-/// wheel's next expiration moves earlier than the time it sleeps until.
-pub struct Guard<'a, T> {
-    state: MutexGuard<'a, State<T>>,
-    shared: &'a Shared<T>,
-}
-
-impl<T> Guard<'_, T> {
-    /// [`TimingWheel::insert`], waking the tick thread if needed.
-    pub fn insert(&mut self, deadline: u64, item: T) -> Result<TimerId, T> {
-        let id = self.state.wheel.insert(deadline, item)?;
-        self.wake_if_earlier();
-        Ok(id)
-    }
-
-    /// [`TimingWheel::get_mut`].
-    pub fn get_mut(&mut self, id: TimerId) -> Option<&mut T> {
-        self.state.wheel.get_mut(id)
-    }
-
-    /// [`TimingWheel::cancel`].
-    pub fn cancel(&mut self, id: TimerId) -> Option<T> {
-        self.state.wheel.cancel(id)
-    }
-
-    /// [`TimingWheel::reschedule`], waking the tick thread if needed.
-    pub fn reschedule(&mut self, id: TimerId, deadline: u64) -> bool {
-        let done = self.state.wheel.reschedule(id, deadline);
-        if done {
-            self.wake_if_earlier();
-        }
-        done
-    }
-
-    /// The clock's current reading (not the wheel's last advance).
-    pub fn clock_now(&self) -> u64 {
-        self.shared.clock.now()
-    }
-
-    fn wake_if_earlier(&mut self) {
-        if let Some(until) = self.state.sleeping_until
-            && self
-                .state
-                .wheel
-                .next_expiration()
-                .is_some_and(|t| t < until)
-        {
-            self.state.sleeping_until = None;
-            self.shared.wake.notify_one();
-        }
-    }
-}
-
-impl<T> Deref for Guard<'_, T> {
-    type Target = State<T>;
-    fn deref(&self) -> &State<T> {
-        &self.state
-    }
-}
-
-impl<T> DerefMut for Guard<'_, T> {
-    fn deref_mut(&mut self) -> &mut State<T> {
-        &mut self.state
-    }
-}
-
-impl<T: Send + 'static> Reaper<T> {
-    /// Wraps `wheel`, whose time unit must be the clock's (nanoseconds). No thread runs until
-    /// [`spawn`](Self::spawn); until then items can be inserted but nothing is handed out.
-    pub fn new(wheel: TimingWheel<T>, clock: Arc<dyn Clock>) -> Self {
+impl<S: Shard> Reaper<S> {
+    /// A tick thread for `clock` (nanoseconds), not started: shards can be registered and
+    /// filled, nothing is handed out until [`spawn`](Self::spawn).
+    ///
+    /// A shard whose `next_wake` is at most `early` away when the thread looks is collected in
+    /// the same turn rather than after another sleep (collecting early never hands anything out
+    /// early: shards hand out only what is due by the clock's reading). A timer passes its tick:
+    /// one wake-up then serves everything within the tick.
+    pub fn new(clock: Arc<dyn Clock>, early: u64) -> Self {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
-                wheel,
                 closed: false,
-                sleeping_until: None,
                 processed: 0,
                 wakeups: 0,
                 kicked: false,
                 alive: false,
                 thread: None,
             }),
+            sleeping_until: AtomicU64::new(0),
             wake: Condvar::new(),
             turned: Condvar::new(),
             clock,
+            early,
+            shards: Mutex::new(Vec::new()),
+            version: AtomicUsize::new(0),
         });
         let driver: Arc<dyn Driver> = shared.clone();
         shared
@@ -200,14 +188,20 @@ impl<T: Send + 'static> Reaper<T> {
         }
     }
 
-    /// Starts the tick thread, named `{name}-tick`. `sink` receives each batch of due items, on
-    /// the tick thread, outside the lock, in deadline order; it should drain the batch (what it
-    /// leaves is dropped) and must not block (hand the items to an executor), nor panic: a panic
-    /// ends the tick thread. A second call is refused.
+    /// Adds a shard to those the tick thread drives (for as long as the reaper lives).
+    pub fn register(&self, shard: Arc<S>) {
+        self.shared.shards.lock().push(shard);
+        self.shared.version.fetch_add(1, SeqCst);
+    }
+
+    /// Starts the tick thread, named `{name}-tick`. `sink` receives each batch of due items on
+    /// the tick thread, outside every lock, in deadline order across all shards; it should drain
+    /// the batch (what it leaves is dropped) and must not block (hand the items to an executor).
+    /// A panic in `sink` ends the tick thread. A second call is refused.
     pub fn spawn(
         &self,
         name: &str,
-        sink: impl FnMut(&mut Vec<T>) + Send + 'static,
+        sink: impl FnMut(&mut Vec<Due<S::Item>>) + Send + 'static,
     ) -> io::Result<()> {
         let mut slot = self.thread.lock();
         if slot.is_some() || self.shared.state.lock().closed {
@@ -230,26 +224,17 @@ impl<T: Send + 'static> Reaper<T> {
         *slot = Some(handle);
         Ok(())
     }
-
-    /// [`new`](Self::new) and [`spawn`](Self::spawn) in one.
-    pub fn start(
-        wheel: TimingWheel<T>,
-        clock: Arc<dyn Clock>,
-        name: &str,
-        sink: impl FnMut(&mut Vec<T>) + Send + 'static,
-    ) -> io::Result<Self> {
-        let reaper = Self::new(wheel, clock);
-        reaper.spawn(name, sink)?;
-        Ok(reaper)
-    }
 }
 
-impl<T> Reaper<T> {
-    /// Locks the wheel.
-    pub fn lock(&self) -> Guard<'_, T> {
-        Guard {
-            state: self.shared.state.lock(),
-            shared: &self.shared,
+impl<S: Shard> Reaper<S> {
+    /// Called by a shard after it lowered its `next_wake` to `t`: wakes the tick thread if it
+    /// sleeps past `t`. Costs one atomic load when it does not.
+    pub fn wake_by(&self, t: u64) {
+        fence(SeqCst);
+        if t < self.shared.sleeping_until.load(SeqCst) {
+            let _st = self.shared.state.lock();
+            self.shared.sleeping_until.store(0, SeqCst);
+            self.shared.wake.notify_one();
         }
     }
 
@@ -258,97 +243,140 @@ impl<T> Reaper<T> {
         &self.shared.clock
     }
 
-    /// Stops the tick thread and returns every item still in the wheel, earliest first.
-    /// Idempotent: later calls return nothing. Safe to call from the sink's thread (the tick
-    /// thread), which then is not joined but exits after its current turn.
-    pub fn close(&self) -> Vec<T> {
-        let items = {
+    /// How many times the tick thread woke from sleep: a due shard, a shard asking for an
+    /// earlier look, a clock move. Zero while nothing is due and nobody asks.
+    pub fn wakeups(&self) -> u64 {
+        self.shared.state.lock().wakeups
+    }
+
+    /// True when called on the tick thread itself (for example from the sink or an inline task).
+    pub fn on_tick_thread(&self) -> bool {
+        self.shared.state.lock().thread == Some(thread::current().id())
+    }
+
+    /// Stops the tick thread: it hands out nothing after its current turn. Joins it, unless
+    /// called on the tick thread itself (from the sink), which then exits after its turn.
+    /// Idempotent. What the shards still hold stays there, for their owner to drain.
+    pub fn close(&self) {
+        {
             let mut st = self.shared.state.lock();
             st.closed = true;
-            st.sleeping_until = None;
+            self.shared.sleeping_until.store(0, SeqCst);
             self.shared.wake.notify_all();
             self.shared.turned.notify_all();
-            st.wheel.drain()
-        };
+        }
         if let Some(handle) = self.thread.lock().take()
             && handle.thread().id() != thread::current().id()
         {
-            // The thread only exits; a panic there would be a bug in this crate, not user code.
+            // The thread only exits; a panic there was the sink's and has been reported by it.
             let _ = handle.join();
         }
-        items
     }
 }
 
-impl<T> Drop for Reaper<T> {
+impl<S: Shard> Drop for Reaper<S> {
     fn drop(&mut self) {
         self.close();
     }
 }
 
-impl<T> Shared<T> {
-    fn run(&self, mut sink: impl FnMut(&mut Vec<T>)) {
-        // Declared before the state guard, so dropped after it: if the sink panics, the thread
-        // still marks itself gone and wakes whoever waits for it (a manual clock move, close).
+impl<S: Shard> Shared<S> {
+    fn run(&self, mut sink: impl FnMut(&mut Vec<Due<S::Item>>)) {
+        // Declared first, dropped last: if the sink panics, the thread still marks itself gone
+        // and wakes whoever waits for it (a manual clock move, close).
         let _exit = Exit(self);
         let mut batch = Vec::new();
+        let mut shards: Vec<Arc<S>> = Vec::new();
+        let mut seen = usize::MAX;
         let mut st = self.state.lock();
         st.thread = Some(thread::current().id());
         st.alive = true;
         self.turned.notify_all();
         while !st.closed {
+            st.kicked = false;
+            self.sleeping_until.store(0, SeqCst);
+            drop(st);
             let now = self.clock.now();
-            st.wheel.advance(now, |item| batch.push(item));
-            if !batch.is_empty() {
-                sync::unlocked(&mut st, || {
-                    sink(&mut batch);
-                    batch.clear(); // anything the sink left is dropped here, outside the lock
-                });
-                if st.closed {
-                    break;
+            self.refresh(&mut shards, &mut seen);
+            for shard in &shards {
+                if shard.next_wake() <= now.saturating_add(self.early) {
+                    shard.collect(self.clock.as_ref(), now, &mut batch);
                 }
             }
+            if !batch.is_empty() {
+                // Merge the shards' hand-outs: earlier deadlines first (stable, so items of one
+                // shard with equal deadlines keep the shard's order).
+                batch.sort_by_key(|d| d.deadline);
+                sink(&mut batch);
+                batch.clear(); // anything the sink left is dropped here, outside every lock
+            }
+            st = self.state.lock();
             st.processed = st.processed.max(now);
             self.turned.notify_all();
-            let next = st.wheel.next_expiration();
-            if st.kicked || next.is_some_and(|t| t <= self.clock.now()) {
-                // The clock was moved by hand, or something came due while the batch was out.
-                st.kicked = false;
+            if st.closed || st.kicked {
                 continue;
             }
-            st.sleeping_until = Some(next.unwrap_or(u64::MAX));
-            match next.and_then(|t| self.clock.instant_of(t)) {
+            let next = earliest(&shards);
+            if next <= self.clock.now() {
+                continue; // came due while the batch was out
+            }
+            self.sleeping_until.store(next, SeqCst);
+            // The other half of the wake-up handshake: a shard that lowered its time before
+            // seeing `next` above is seen here (registrations included).
+            fence(SeqCst);
+            self.refresh(&mut shards, &mut seen);
+            if earliest(&shards) < next {
+                continue;
+            }
+            match self.clock.instant_of(next).filter(|_| next != u64::MAX) {
                 Some(at) => {
                     self.wake.wait_until(&mut st, at);
                 }
                 None => self.wake.wait(&mut st),
             }
-            st.sleeping_until = None;
             st.wakeups += 1;
         }
         st.alive = false;
         self.turned.notify_all();
     }
+
+    /// Takes a new snapshot of the registry if a shard was registered since the last one.
+    fn refresh(&self, shards: &mut Vec<Arc<S>>, seen: &mut usize) {
+        let version = self.version.load(SeqCst);
+        if version != *seen {
+            *shards = self.shards.lock().clone();
+            *seen = version;
+        }
+    }
+}
+
+/// The earliest `next_wake` of `shards` (`u64::MAX` if none needs the thread).
+fn earliest<S: Shard>(shards: &[Arc<S>]) -> u64 {
+    shards
+        .iter()
+        .map(|s| s.next_wake())
+        .min()
+        .unwrap_or(u64::MAX)
 }
 
 /// Marks the tick thread as gone when `run` ends, by returning or by a panic in the sink.
-struct Exit<'a, T>(&'a Shared<T>);
+struct Exit<'a, S: Shard>(&'a Shared<S>);
 
-impl<T> Drop for Exit<'_, T> {
+impl<S: Shard> Drop for Exit<'_, S> {
     fn drop(&mut self) {
         self.0.state.lock().alive = false;
         self.0.turned.notify_all();
     }
 }
 
-impl<T: Send> Driver for Shared<T> {
+impl<S: Shard> Driver for Shared<S> {
     fn catch_up(&self, now: u64) {
         let mut st = self.state.lock();
         if st.thread == Some(thread::current().id()) {
             return; // a task on the tick thread moved the clock: the thread looks after it returns
         }
-        st.sleeping_until = None;
         st.kicked = true;
+        self.sleeping_until.store(0, SeqCst);
         self.wake.notify_all();
         // Closing does not end the wait while the thread is still handing a batch out (a task in
         // it may be the one closing): the caller is promised everything due has been handed out.

@@ -22,6 +22,11 @@ pub enum BuildError {
     ZeroThreads,
     /// `max_pending(0)`: no task could ever be added.
     ZeroMaxPending,
+    /// The thread name holds a NUL byte, which no operating system accepts.
+    InvalidName {
+        /// The refused name.
+        name: String,
+    },
     /// The operating system refused to start a thread.
     Spawn(std::io::Error),
 }
@@ -39,6 +44,9 @@ impl fmt::Display for BuildError {
             }
             BuildError::ZeroMaxPending => {
                 f.write_str("invalid max_pending 0: no task could ever be added")
+            }
+            BuildError::InvalidName { name } => {
+                write!(f, "invalid thread name {name:?}: it contains a NUL byte")
             }
             BuildError::Spawn(e) => write!(f, "could not start the timer's threads: {e}"),
         }

@@ -1,10 +1,13 @@
 //! The timer users link: [`Timer`], [`Task`], [`TimerHandle`]. `add_or_submit(task)` from any
-//! thread; a tick thread drives a hierarchical timing wheel and hands due tasks to a rayon pool.
+//! thread; a tick thread drives hierarchical timing wheels (one per adding thread) and hands due
+//! tasks to a rayon pool.
 //!
-//! - O(1) add, cancel and reschedule; a cancelled task is dropped at once, so a service that
-//!   cancels almost every timer does not grow.
-//! - Never early; late by less than a tick plus scheduling jitter on an idle machine.
-//! - The tick thread sleeps until the earliest bucket is due: no polling while nothing is due.
+//! - O(1) add, cancel and reschedule. An add takes no lock and writes nothing another adding
+//!   thread writes; a cancelled task's closure is dropped at once.
+//! - Never early; late by less than a tick plus scheduling jitter on an idle machine (plus up to
+//!   one tick more for tasks due 64 ticks or more after their add, whose deadlines are stamped
+//!   in batches).
+//! - The tick thread sleeps until the earliest task is due: no polling while nothing is due.
 //! - Tasks run on the executor, never on the tick thread; a panicking task is caught and counted.
 //! - Periodic tasks at a fixed rate, with a [`MisfirePolicy`] for when the timer fell behind.
 //! - `max_pending` backpressure refuses an add with an error that hands the task back.
@@ -17,7 +20,7 @@
 //! use std::time::Duration;
 //! use wheel_timer::{InlineExecutor, ManualClock, Task, Timer};
 //!
-//! // A test drives the timer by hand: the same tick thread and wheel, no sleeping.
+//! // A test drives the timer by hand: the same tick thread and wheels, no sleeping.
 //! let clock = ManualClock::new();
 //! let timer = Timer::builder().clock(clock.clone()).executor(Arc::new(InlineExecutor::new())).build()?;
 //! let runs = Arc::new(AtomicUsize::new(0));
@@ -32,18 +35,39 @@
 //! assert!(order.is_done() && !order.cancel());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! How the add path works, and which thread writes what: `docs/architecture.md`.
 
+mod add;
+mod builder;
+mod chunked;
+mod core;
 mod error;
+mod handle;
+mod job;
+mod lifecycle;
+mod local;
+mod loom;
+mod panic;
+mod registry;
+mod ring;
+mod shard;
+mod shutdown;
+mod slot;
 mod stats;
 mod task;
 mod timer;
+mod word;
 
+pub use builder::{MIN_TICK, TimerBuilder};
 pub use error::{AddError, BuildError};
 pub use executor::{Executor, InlineExecutor, Job, RayonExecutor};
+pub use handle::TimerHandle;
+pub use job::{BURST, MAX_CATCH_UP};
 pub use reaper::ManualClock;
 pub use stats::Stats;
 pub use task::{MisfirePolicy, Task};
-pub use timer::{MIN_TICK, Timer, TimerBuilder, TimerHandle};
+pub use timer::Timer;
 
 /// The README's examples, compiled and run as doc tests so they cannot rot.
 #[cfg(doctest)]

@@ -7,7 +7,7 @@ use std::time::Duration;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
-    /// Tasks waiting in the wheel.
+    /// Tasks waiting for their deadline (see [`Timer::pending`](crate::Timer::pending)).
     pub pending: usize,
     /// Tasks accepted by `add_or_submit`.
     pub added: u64,
@@ -35,7 +35,10 @@ pub struct Stats {
     pub handoff_p99: Duration,
     /// Largest hand-off lateness seen, exact.
     pub handoff_max: Duration,
-    /// Times the tick thread woke from sleep. Stays still while nothing is due.
+    /// Times the tick thread woke from sleep: for a due task, to stamp adds within a tick of
+    /// them, for a clock move, or (at most once for each) for an earliest deadline that was
+    /// cancelled or moved later while it slept. Stays still while nothing is due and nothing is
+    /// added.
     pub tick_wakeups: u64,
     /// The message of the latest panic, if any.
     pub last_panic: Option<String>,
@@ -105,17 +108,6 @@ impl Histogram {
         };
         (quantile(0.50), quantile(0.99), max)
     }
-}
-
-#[derive(Default)]
-pub(crate) struct Counters {
-    pub(crate) added: AtomicU64,
-    pub(crate) fired: AtomicU64,
-    pub(crate) cancelled: AtomicU64,
-    pub(crate) rejected: AtomicU64,
-    pub(crate) panicked: AtomicU64,
-    pub(crate) returned: AtomicU64,
-    pub(crate) skipped: AtomicU64,
 }
 
 #[cfg(test)]

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
+use reaper::duration_to_ns;
+
 /// What a periodic task does when the timer fell behind by a period or more (a stalled machine,
 /// a saturated pool). Runs are on the grid `first + k * period` (fixed rate).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -17,16 +19,20 @@ pub enum MisfirePolicy {
     CatchUp,
 }
 
+#[derive(Clone, Copy, Debug)]
 pub(crate) enum When {
     After(Duration),
     At(Instant),
 }
 
+/// The closure of a task and how it repeats: what a slot's cell holds (32 bytes, so a slot stays
+/// one cache line).
 pub(crate) enum Work {
     Once(Box<dyn FnOnce() + Send>),
     Every {
         f: Box<dyn FnMut() + Send>,
-        period: Duration,
+        /// Nanoseconds, saturating; zero is refused by `add_or_submit`.
+        period: u64,
         policy: MisfirePolicy,
     },
 }
@@ -72,7 +78,7 @@ impl Task {
             when: When::After(period),
             work: Work::Every {
                 f: Box::new(f),
-                period,
+                period: duration_to_ns(period),
                 policy: MisfirePolicy::default(),
             },
         }
@@ -106,7 +112,9 @@ impl fmt::Debug for Task {
         let mut d = f.debug_struct("Task");
         match &self.work {
             Work::Once(_) => d.field("kind", &"once"),
-            Work::Every { period, policy, .. } => d.field("every", period).field("misfire", policy),
+            Work::Every { period, policy, .. } => d
+                .field("every", &Duration::from_nanos(*period))
+                .field("misfire", policy),
         };
         d.finish_non_exhaustive()
     }

@@ -1,0 +1,175 @@
+//! The add path: what an adding thread does to its own shard, without a lock and without writing
+//! a line another adding thread writes.
+//!
+//! 1. Decide when the task is due (`Plan`): already (straight to the executor); soon, or on a
+//!    manual clock (stamped now, filed in the wheel at once under the shard lock); or later
+//!    (unstamped: the delay goes in the ring and the deadline is stamped within one tick by
+//!    whoever drains it, from a clock reading taken after the add).
+//! 2. Take a vacant slot from the thread's own free list, fill it, publish its word (release),
+//!    and record it in the ring.
+//! 3. A sequentially consistent fence, then read the lifecycle: if shutdown has begun, take the
+//!    task back unless shutdown already claimed it. Shutdown moves the lifecycle, fences, and
+//!    then scans the slots, so one of the two sees the other: no task is stranded.
+//! 4. After the same fence, read `next_wake`: if the tick thread would not look at the shard
+//!    within a tick of this thread's clock reading, lower it and wake the thread. Whoever drains
+//!    the ring sets `next_wake`, fences, and then looks at the ring: one of the two sees the
+//!    other, so no record waits longer than that.
+//!
+//! Clock reads: one per add due within 64 ticks (or on a manual clock), otherwise one per drain of
+//! the ring (at most one per tick, or per 256 adds). Atomic read-modify-writes on the common
+//! path: none on shared lines; the fence, and the handle's count on the shard.
+
+use std::sync::Arc;
+
+use reaper::duration_to_ns;
+
+use crate::core::Core;
+use crate::error::AddError;
+use crate::handle::TimerHandle;
+use crate::local::Lease;
+use crate::loom::atomic::{Ordering::*, fence};
+use crate::ring;
+use crate::shard::Shard;
+use crate::task::{Task, When, Work};
+use crate::word::{DUE, PERIODIC, QUEUED, STAMPED, Word};
+
+/// `max_pending` is looked at again after this many adds of one thread: the bound is global, and
+/// may be overshot by at most this many adds per other adding thread.
+pub(crate) const BUDGET: u64 = 64;
+
+/// When an add is due, decided before it takes a slot.
+#[derive(Clone, Copy)]
+enum Plan {
+    /// Already: to the executor. `meant` is the add's own instant (lateness counts from it).
+    Due { meant: u64 },
+    /// A known deadline. `now`: file it in the wheel at once (soon, or a manual clock).
+    Stamped { deadline: u64, now: bool },
+    /// `delay` after a clock reading not yet taken; `born` is a reading no later than the add.
+    Unstamped { delay: u64, born: u64 },
+}
+
+/// Adds `task` to this thread's shard (the steps in the module docs).
+#[inline(always)]
+pub(crate) fn add(core: &Arc<Core>, lease: Lease, task: Task) -> Result<TimerHandle, AddError> {
+    let shard = lease.shard();
+    let Task { when, work } = task;
+    let plan = plan(shard, core, when);
+    let waiting = !matches!(plan, Plan::Due { .. });
+    let admitted = match core.max_pending {
+        Some(max) if waiting => shard.admit(max, BUDGET, || core.pending()),
+        _ => true,
+    };
+    let vacant = if admitted { shard.slots.alloc() } else { None };
+    let Some(vacant) = vacant else {
+        shard.count_rejected();
+        return Err(AddError::Full(Task { when, work }));
+    };
+    let (s, i, generation) = (vacant.slot(), vacant.index, vacant.generation);
+    let (state, flags, deadline, meant) = match plan {
+        Plan::Due { meant } => (DUE, 0, meant, meant),
+        Plan::Stamped { deadline, .. } => (QUEUED, STAMPED, deadline, deadline),
+        Plan::Unstamped { delay, born } => (QUEUED, 0, delay, born),
+    };
+    let flags = if matches!(work, Work::Every { .. }) {
+        flags | PERIODIC
+    } else {
+        flags
+    };
+    s.deadline.store(deadline, Relaxed);
+    s.meant.store(meant, Relaxed);
+    let word = Word::occupied(generation, state, flags);
+    vacant.publish(word, work);
+    let in_ring = matches!(
+        plan,
+        Plan::Unstamped { .. } | Plan::Stamped { now: false, .. }
+    );
+    let pushed = in_ring && shard.push(i, generation);
+    fence(SeqCst);
+    // (If the take fails, shutdown claimed the task: it is returned, and the handle says so.)
+    if !core.lifecycle.is_open()
+        && let Some((_, work)) = s.take(generation, |w| w == word, Word::vacated)
+    {
+        shard.slots.release(i);
+        return Err(AddError::Shutdown(Task { when, work }));
+    }
+    shard.count_added(waiting);
+    if pushed {
+        if let Some(by) = shard.cover() {
+            core.reaper.wake_by(by);
+        }
+    } else {
+        file_now(shard, core, i, generation, plan);
+    }
+    // (A temporary lease gives its shard back as it drops here; the handle finds it by id.)
+    Ok(TimerHandle::new(shard.id, i))
+}
+
+/// Hands a due task to the executor, or files a record the ring cannot take (full) or should not
+/// (due soon) under the shard lock, draining the ring with it. Tasks found due on the way go to
+/// the executor (from here, outside every lock and cache: an inline executor runs them now).
+#[cold]
+fn file_now(shard: &Shard, core: &Arc<Core>, i: u32, generation: u32, plan: Plan) {
+    let mut due = Vec::new();
+    let due = &mut due;
+    let clock = core.clock.as_ref();
+    let next = match plan {
+        Plan::Due { meant } => {
+            core.dispatch(shard.fire(i, generation, meant, meant));
+            return;
+        }
+        Plan::Stamped { now: true, .. } => {
+            shard.flush_now(clock, Some(ring::record(i, generation)), due)
+        }
+        _ => {
+            // The ring was full: drain it, then record this one.
+            shard.read(clock);
+            shard.flush_now(clock, None, due);
+            let pushed = shard.push(i, generation);
+            debug_assert!(pushed, "a drained ring has room");
+            fence(SeqCst);
+            shard.cover().unwrap_or(u64::MAX)
+        }
+    };
+    core.reaper.wake_by(next);
+    for d in due.drain(..) {
+        core.dispatch(d);
+    }
+}
+
+/// When the task of `when` is due, reading the clock only if it must (see the module docs).
+#[inline(always)]
+fn plan(shard: &Shard, core: &Core, when: When) -> Plan {
+    let clock = core.clock.as_ref();
+    match when {
+        When::After(d) => {
+            let delay = duration_to_ns(d);
+            if delay >= core.short_ns && !core.exact {
+                Plan::Unstamped {
+                    delay,
+                    born: shard.reading(clock),
+                }
+            } else if delay == 0 {
+                Plan::Due {
+                    meant: shard.read(clock),
+                }
+            } else {
+                Plan::Stamped {
+                    deadline: shard.read(clock).saturating_add(delay),
+                    now: true,
+                }
+            }
+        }
+        When::At(at) => {
+            let deadline = core.ns_of(at);
+            let now = shard.read(clock);
+            if deadline <= now {
+                Plan::Due { meant: now }
+            } else {
+                Plan::Stamped {
+                    deadline,
+                    now: core.exact || deadline - now < core.short_ns,
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! `TimerBuilder`: every setting of a timer, validated by `build`.
+
+use std::fmt;
+use std::sync::Arc;
+use std::thread::available_parallelism;
+use std::time::{Duration, Instant};
+
+use executor::{Executor, PoolError, RayonExecutor};
+use reaper::{Clock, ManualClock, RealClock, duration_to_ns};
+use timing_wheel::TimingWheel;
+
+use crate::core::{Config, Core};
+use crate::error::BuildError;
+use crate::panic::{Hook, Panics};
+use crate::timer::Timer;
+
+/// The smallest tick a timer accepts. Sleeping threads wake with roughly this precision.
+pub const MIN_TICK: Duration = Duration::from_millis(1);
+
+/// Configures a [`Timer`]. Every value is validated by [`build`](Self::build).
+#[must_use = "a builder does nothing until build() is called"]
+pub struct TimerBuilder {
+    tick: Duration,
+    wheel_size: usize,
+    threads: Option<usize>,
+    max_pending: Option<usize>,
+    name: String,
+    clock: Option<ManualClock>,
+    executor: Option<Arc<dyn Executor>>,
+    on_panic: Option<Hook>,
+}
+
+impl fmt::Debug for TimerBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TimerBuilder")
+            .field("tick", &self.tick)
+            .field("wheel_size", &self.wheel_size)
+            .field("threads", &self.threads)
+            .field("max_pending", &self.max_pending)
+            .field("name", &self.name)
+            .field("manual_clock", &self.clock.is_some())
+            .field("custom_executor", &self.executor.is_some())
+            .finish()
+    }
+}
+
+impl Default for TimerBuilder {
+    fn default() -> Self {
+        TimerBuilder {
+            tick: Duration::from_millis(1),
+            wheel_size: 64,
+            threads: None,
+            max_pending: None,
+            name: "wheel-timer".to_owned(),
+            clock: None,
+            executor: None,
+            on_panic: None,
+        }
+    }
+}
+
+impl TimerBuilder {
+    /// Width of a level-0 bucket: the timer's precision. Default 1 ms; at least [`MIN_TICK`].
+    pub fn tick(mut self, tick: Duration) -> Self {
+        self.tick = tick;
+        self
+    }
+
+    /// Buckets per level: a power of two from 2 to 65536. Default 64.
+    pub fn wheel_size(mut self, size: usize) -> Self {
+        self.wheel_size = size;
+        self
+    }
+
+    /// Threads of the rayon pool that runs tasks. Default: the available parallelism. Ignored
+    /// with [`executor`](Self::executor).
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = Some(threads);
+        self
+    }
+
+    /// Refuse adds while this many tasks wait for their deadline ([`AddError::Full`]). Default:
+    /// no limit. The bound is on the whole timer, not per thread: each adding thread looks at
+    /// the total once every 64 adds, so the timer may hold up to 64 more tasks per other adding
+    /// thread than this. Re-arming a periodic task is never refused. Tasks already due and
+    /// queued in a busy executor are not counted: this bounds what waits for a deadline, not the
+    /// pool's backlog.
+    ///
+    /// [`AddError::Full`]: crate::AddError::Full
+    pub fn max_pending(mut self, max: usize) -> Self {
+        self.max_pending = Some(max);
+        self
+    }
+
+    /// Prefix of the thread names (`{name}-tick`, `{name}-exec-{i}`). Default `"wheel-timer"`.
+    /// A name with a NUL byte is refused by `build` ([`BuildError::InvalidName`]).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Drive the timer from a [`ManualClock`] instead of the real one: the same tick thread and
+    /// wheel, with time moved by the test, and every deadline stamped exactly at its add.
+    /// `Task::at` instants are read against the instant the timer is built, which stands for
+    /// the manual clock's reading at that moment (manual time `t` is the instant
+    /// `build instant + (t - reading at build)`).
+    pub fn clock(mut self, clock: ManualClock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// Run tasks on `executor` instead of a rayon pool (`threads` is then ignored).
+    pub fn executor(mut self, executor: Arc<dyn Executor>) -> Self {
+        self.executor = Some(executor);
+        self
+    }
+
+    /// Called with the message of every task that panics (after it is counted). A hook that
+    /// panics is caught too.
+    pub fn on_panic(mut self, f: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        self.on_panic = Some(Arc::new(f));
+        self
+    }
+
+    /// Builds the timer and starts its threads.
+    pub fn build(self) -> Result<Timer, BuildError> {
+        if self.tick < MIN_TICK {
+            return Err(BuildError::TickTooSmall {
+                tick: self.tick,
+                min: MIN_TICK,
+            });
+        }
+        TimingWheel::<()>::new(duration_to_ns(self.tick), self.wheel_size, 0)
+            .map_err(BuildError::WheelSize)?;
+        if self.max_pending == Some(0) {
+            return Err(BuildError::ZeroMaxPending);
+        }
+        if self.name.contains('\0') {
+            return Err(BuildError::InvalidName { name: self.name });
+        }
+        let executor: Arc<dyn Executor> = match self.executor {
+            Some(e) => e,
+            None => {
+                let threads = self
+                    .threads
+                    .unwrap_or_else(|| available_parallelism().map_or(2, |n| n.get()));
+                Arc::new(
+                    RayonExecutor::new(threads, &self.name).map_err(|e| match e {
+                        PoolError::ZeroThreads => BuildError::ZeroThreads,
+                        other => BuildError::Spawn(std::io::Error::other(other)),
+                    })?,
+                )
+            }
+        };
+        let (clock, origin): (Arc<dyn Clock>, Instant) = match self.clock {
+            Some(manual) => {
+                // Manual time t stands for the instant `origin + t`; the clock may have been
+                // moved before the timer was built.
+                let now = Instant::now();
+                let origin = now.checked_sub(manual.elapsed()).unwrap_or(now);
+                (Arc::new(manual), origin)
+            }
+            None => {
+                let real = RealClock::new();
+                (Arc::new(real), real.origin())
+            }
+        };
+        let core = Core::new(Config {
+            clock,
+            origin,
+            tick: self.tick,
+            wheel_size: self.wheel_size,
+            max_pending: self.max_pending,
+            executor,
+            panics: Panics::new(self.on_panic),
+        });
+        Timer::start(core, &self.name).map_err(BuildError::Spawn)
+    }
+}

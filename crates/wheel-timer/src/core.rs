@@ -1,0 +1,248 @@
+//! The state a timer's threads share: configuration, clock, lifecycle, the tick thread, the
+//! shards, the executor, and the counters of the fire path.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+use executor::Executor;
+use reaper::{Clock, Due, Reaper, duration_to_ns};
+
+use crate::lifecycle::Lifecycle;
+use crate::loom::atomic::{AtomicU64, Ordering::*, fence};
+use crate::loom::{Condvar, Mutex};
+use crate::panic::Panics;
+use crate::registry::{self, ShardRef};
+use crate::shard::{Fire, Returned, Shard};
+use crate::slot::OwnerToken;
+use crate::stats::Histogram;
+
+/// Ids of timers, so a thread's cache can tell them apart (a plain `std` atomic: ids are not part
+/// of any modelled protocol).
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+pub(crate) struct Core {
+    pub(crate) id: u64,
+    pub(crate) clock: Arc<dyn Clock>,
+    /// The instant clock time 0 stands for (maps `Task::at` instants).
+    pub(crate) origin: Instant,
+    pub(crate) tick_ns: u64,
+    pub(crate) wheel_size: usize,
+    /// Adds due sooner than this are stamped at once (a clock read and the shard lock); later
+    /// ones in batches. 64 ticks: batching then adds at most 1/64 of the delay.
+    pub(crate) short_ns: u64,
+    /// Stamp every add at once: the clock only moves by hand, so a reading is exact and free.
+    pub(crate) exact: bool,
+    pub(crate) max_pending: Option<u64>,
+    pub(crate) lifecycle: Lifecycle,
+    pub(crate) reaper: Reaper<Shard>,
+    /// Ids of this timer's shards (see `registry.rs`).
+    shards: Mutex<Vec<u32>>,
+    /// Of those, the ones whose thread left, waiting for a new thread.
+    spare: Mutex<Vec<u32>>,
+    pub(crate) executor: Arc<dyn Executor>,
+    pub(crate) panics: Panics,
+    pub(crate) fired: CachePadded<AtomicU64>,
+    pub(crate) skipped: CachePadded<AtomicU64>,
+    pub(crate) returned: AtomicU64,
+    /// Lateness of runs, from the instant the user meant.
+    pub(crate) lateness: Histogram,
+    /// Lateness of the tick thread's hand-offs, from the deadline.
+    pub(crate) handoff: Histogram,
+    pub(crate) running: Running,
+    /// Periodic tasks handed back by their jobs while shutdown runs; `None` once it collected.
+    pub(crate) late: Mutex<Option<Vec<Returned>>>,
+}
+
+/// What `TimerBuilder::build` settled.
+pub(crate) struct Config {
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) origin: Instant,
+    pub(crate) tick: Duration,
+    pub(crate) wheel_size: usize,
+    pub(crate) max_pending: Option<usize>,
+    pub(crate) executor: Arc<dyn Executor>,
+    pub(crate) panics: Panics,
+}
+
+impl Core {
+    pub(crate) fn new(config: Config) -> Arc<Core> {
+        let tick_ns = duration_to_ns(config.tick).max(1);
+        Arc::new(Core {
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            exact: !config.clock.follows_real_time(),
+            reaper: Reaper::new(config.clock.clone(), tick_ns),
+            clock: config.clock,
+            origin: config.origin,
+            tick_ns,
+            wheel_size: config.wheel_size,
+            short_ns: tick_ns.saturating_mul(64),
+            max_pending: config.max_pending.map(|m| m as u64),
+            lifecycle: Lifecycle::new(),
+            shards: Mutex::new(Vec::new()),
+            spare: Mutex::new(Vec::new()),
+            executor: config.executor,
+            panics: config.panics,
+            fired: CachePadded::new(AtomicU64::new(0)),
+            skipped: CachePadded::new(AtomicU64::new(0)),
+            returned: AtomicU64::new(0),
+            lateness: Histogram::new(),
+            handoff: Histogram::new(),
+            running: Running::new(),
+            late: Mutex::new(Some(Vec::new())),
+        })
+    }
+
+    /// Clock nanoseconds of `at` (0 for instants before the origin, saturating far ahead).
+    pub(crate) fn ns_of(&self, at: Instant) -> u64 {
+        duration_to_ns(at.saturating_duration_since(self.origin))
+    }
+
+    /// Every shard of this timer (a snapshot: a thread's first add may register another).
+    pub(crate) fn shards(&self) -> Vec<ShardRef> {
+        self.shards
+            .lock()
+            .iter()
+            .map(|&id| registry::shard(id))
+            .collect()
+    }
+
+    /// A shard for this thread (one whose thread left, a spare one of a timer that is gone, or a
+    /// new one), and this thread's ownership of it.
+    pub(crate) fn attach_shard(self: &Arc<Self>) -> (ShardRef, OwnerToken) {
+        let own = self.spare.lock().pop();
+        let id = match own {
+            Some(id) => id,
+            None => {
+                let (id, shard) = registry::take(|id| {
+                    Shard::new(id, Arc::downgrade(self), self.tick_ns, self.wheel_size)
+                });
+                shard.adopt(Arc::downgrade(self), self.tick_ns, self.wheel_size);
+                self.shards.lock().push(id);
+                self.reaper.register(shard);
+                id
+            }
+        };
+        let shard = registry::shard(id);
+        let token = shard.attach().expect("a spare or new shard has no owner");
+        (shard, token)
+    }
+
+    /// Keeps a shard whose thread left (its tasks stay where they are) for the next new thread.
+    pub(crate) fn spare_shard(&self, shard: &Shard) {
+        self.spare.lock().push(shard.id);
+    }
+
+    /// Tasks waiting for their deadline, summed over the shards (see `Timer::pending`).
+    pub(crate) fn pending(&self) -> u64 {
+        self.shards().iter().map(|s| s.pending()).sum()
+    }
+
+    /// Hands a due task's job to the executor. An executor that panics loses nothing: the task
+    /// stays due and `shutdown` hands it back.
+    pub(crate) fn dispatch(self: &Arc<Self>, due: Due<Fire>) {
+        let core = self.clone();
+        let fire = due.item;
+        let _ = crate::panic::catch(|| {
+            self.executor
+                .execute(Box::new(move || crate::job::run(&core, fire)))
+        });
+    }
+
+    /// Records the start of a run `late` nanoseconds after the instant the user meant.
+    pub(crate) fn count_run(&self, late: u64) {
+        self.fired.fetch_add(1, Relaxed);
+        self.lateness.record(late);
+    }
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        // The tick thread is stopped (joined, unless this runs on it: it then touches no shard
+        // again), so the shards no thread owns can go to the next timer. The others go when
+        // their thread lets go of them (it sees this timer gone).
+        self.reaper.close();
+        for id in self.spare.lock().drain(..) {
+            registry::retire(id);
+        }
+    }
+}
+
+/// Jobs that have claimed a task and not finished: `shutdown` waits for them.
+pub(crate) struct Running {
+    count: AtomicU64,
+    lock: Mutex<()>,
+    idle: Condvar,
+}
+
+impl Running {
+    fn new() -> Self {
+        Running {
+            count: AtomicU64::new(0),
+            lock: Mutex::new(()),
+            idle: Condvar::new(),
+        }
+    }
+
+    /// Counts a job as running until the guard drops, and marks this thread as running a job of
+    /// `core` (for a `shutdown` called from inside it). Taken before the job claims its task.
+    pub(crate) fn enter<'a>(&'a self, core: &'a Core) -> RunningGuard<'a> {
+        self.count.fetch_add(1, SeqCst);
+        active::enter(core.id);
+        RunningGuard { core }
+    }
+
+    /// Waits until no job of this timer runs except `own` on the calling thread.
+    pub(crate) fn wait_for_others(&self, own: u64) {
+        let mut guard = self.lock.lock();
+        while self.count.load(SeqCst) > own {
+            self.idle.wait(&mut guard);
+        }
+    }
+}
+
+/// See [`Running::enter`].
+pub(crate) struct RunningGuard<'a> {
+    core: &'a Core,
+}
+
+impl Drop for RunningGuard<'_> {
+    fn drop(&mut self) {
+        active::leave();
+        let running = &self.core.running;
+        running.count.fetch_sub(1, SeqCst);
+        // Only a shutdown waits; it moves the lifecycle and fences before it reads the count.
+        fence(SeqCst);
+        if !self.core.lifecycle.is_open() {
+            drop(running.lock.lock());
+            running.idle.notify_all();
+        }
+    }
+}
+
+/// Which timers' jobs this thread is running, innermost last: a `shutdown` from inside a job
+/// does not wait for the jobs of its own thread.
+// loom's `thread_local!` has no `const { .. }` form, and this must build under both.
+#[allow(clippy::missing_const_for_thread_local)]
+pub(crate) mod active {
+    use std::cell::RefCell;
+
+    crate::loom::thread_local! {
+        static ACTIVE: RefCell<Vec<u64>> = RefCell::new(Vec::new());
+    }
+
+    pub(super) fn enter(id: u64) {
+        let _ = ACTIVE.try_with(|a| a.borrow_mut().push(id));
+    }
+
+    pub(super) fn leave() {
+        let _ = ACTIVE.try_with(|a| a.borrow_mut().pop());
+    }
+
+    /// Jobs of timer `id` running on this thread.
+    pub(crate) fn own(id: u64) -> u64 {
+        ACTIVE
+            .try_with(|a| a.borrow().iter().filter(|&&t| t == id).count() as u64)
+            .unwrap_or(0)
+    }
+}

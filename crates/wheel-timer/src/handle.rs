@@ -1,0 +1,181 @@
+//! `TimerHandle`: names one task by (shard, slot, generation) and pins its slot while it lives.
+
+use std::fmt;
+use std::time::Duration;
+
+use reaper::duration_to_ns;
+
+use crate::loom::atomic::Ordering::*;
+use crate::registry::{self, ShardRef};
+use crate::word::{CANCELLED, RUNNING, STOP, VACANT, Word};
+
+/// A handle to one added task: cancel it, reschedule it, ask how it ended.
+///
+/// `Clone + Send + Sync`, and one `u64`: share it with whoever may cancel. No allocation and no
+/// reference count: it names the task's slot in its shard (shards are never freed, see
+/// `docs/architecture.md`) and keeps that slot from being reused while it lives, so its answers
+/// stay exact however long it is kept. Cloning or dropping it touches only that slot, which
+/// other threads write only for this task.
+///
+/// Dropping the last handle does nothing to the task (fire-and-forget adds may drop it at once).
+/// A handle outliving its timer answers `false` to everything that would change the task.
+pub struct TimerHandle {
+    /// Shard id (high half) and slot (low half): the slot is pinned while the handle lives.
+    id: u64,
+}
+
+impl TimerHandle {
+    /// The handle of a slot just published with one handle counted in its word.
+    pub(crate) fn new(shard: u32, slot: u32) -> Self {
+        TimerHandle {
+            id: (u64::from(shard) << 32) | u64::from(slot),
+        }
+    }
+
+    #[inline(always)]
+    fn shard(&self) -> ShardRef {
+        registry::shard((self.id >> 32) as u32)
+    }
+
+    #[inline(always)]
+    fn slot(&self) -> u32 {
+        self.id as u32
+    }
+
+    fn word(&self) -> Word {
+        self.shard().slots.get(self.slot()).word()
+    }
+
+    /// Stops the task: `true` iff this call stopped it from running (again). A one-shot task
+    /// that already started, ran or was cancelled gives `false`; a periodic task gives `true`
+    /// once, and runs no more (a run in progress finishes). The closure is dropped before this
+    /// returns, wherever the task was (a task already handed to the executor but not started
+    /// never runs). O(1); one compare-and-swap unless the task already sits in its shard's
+    /// wheel, which then takes that shard's lock.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use wheel_timer::{Task, Timer};
+    ///
+    /// let timer = Timer::new()?;
+    /// let beat = timer.add_or_submit(Task::every(Duration::from_secs(30), || println!("beat")))?;
+    /// assert!(beat.cancel());
+    /// assert!(!beat.cancel(), "only the first cancel stops it");
+    /// assert!(beat.is_cancelled() && beat.is_done());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn cancel(&self) -> bool {
+        self.shard().cancel(self.slot())
+    }
+
+    /// Moves the task's next run to `delay` from now: `true` if it was waiting for its deadline
+    /// and now has the new one (a zero delay sends it to the executor at once); `false` if it
+    /// already started, ran, was cancelled, is on its way to the executor, or the timer is shut
+    /// down or gone. O(1).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use wheel_timer::{InlineExecutor, ManualClock, Task, Timer};
+    ///
+    /// let clock = ManualClock::new();
+    /// let timer = Timer::builder().clock(clock.clone()).executor(Arc::new(InlineExecutor::new())).build()?;
+    /// let idle = timer.add_or_submit(Task::after(Duration::from_secs(60), || println!("idle: close")))?;
+    /// clock.advance(Duration::from_secs(50));
+    /// assert!(idle.reschedule(Duration::from_secs(60))); // traffic: push the deadline out
+    /// clock.advance(Duration::from_secs(50));
+    /// assert!(!idle.is_done());
+    /// clock.advance(Duration::from_secs(10));
+    /// assert!(idle.is_done());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reschedule(&self, delay: Duration) -> bool {
+        let shard = self.shard();
+        let Some(core) = shard.core() else {
+            return false;
+        };
+        if !core.lifecycle.is_open() {
+            return false;
+        }
+        let now = core.clock.now();
+        let mut due = Vec::new();
+        let moved = shard.reschedule(
+            self.slot(),
+            core.clock.as_ref(),
+            now,
+            duration_to_ns(delay),
+            &mut due,
+        );
+        if let Some(t) = moved {
+            core.reaper.wake_by(t);
+        }
+        for d in due {
+            core.dispatch(d);
+        }
+        moved.is_some()
+    }
+
+    /// True once a [`cancel`](Self::cancel) succeeded.
+    pub fn is_cancelled(&self) -> bool {
+        let w = self.word();
+        w.state() == CANCELLED || (w.state() == RUNNING && w.has(STOP))
+    }
+
+    /// True once the task will never run again: a one-shot task ran (or panicked), the task was
+    /// cancelled or handed back by shutdown, or a periodic task ended.
+    pub fn is_done(&self) -> bool {
+        let w = self.word();
+        w.is_final() || (w.state() == RUNNING && w.has(STOP))
+    }
+}
+
+impl Clone for TimerHandle {
+    fn clone(&self) -> Self {
+        let shard = self.shard();
+        let s = shard.slots.get(self.slot());
+        s.transition(s.word().generation(), |_| true, Word::plus_handle)
+            .expect("a handle pins its slot");
+        TimerHandle { id: self.id }
+    }
+}
+
+impl Drop for TimerHandle {
+    #[inline]
+    fn drop(&mut self) {
+        let shard = self.shard();
+        let s = shard.slots.get(self.slot());
+        let mut w = s.word();
+        if w.handles() == 1 && w.is_final() {
+            // The last handle of a finished task: nobody else writes this word any more (every
+            // other party only acts on a task that is not final), so a plain store will do.
+            s.word.store(w.vacated().0, Release);
+            shard.slots.release(self.slot());
+            return;
+        }
+        loop {
+            let next = w.minus_handle();
+            if next == w {
+                return; // a sticky count: the slot stays pinned
+            }
+            match s.word.compare_exchange_weak(w.0, next.0, AcqRel, Acquire) {
+                Ok(_) => {
+                    if next.state() == VACANT {
+                        shard.slots.release(self.slot());
+                    }
+                    return;
+                }
+                Err(actual) => w = Word(actual),
+            }
+        }
+    }
+}
+
+impl fmt::Debug for TimerHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TimerHandle")
+            .field("cancelled", &self.is_cancelled())
+            .field("done", &self.is_done())
+            .finish()
+    }
+}

@@ -1,0 +1,246 @@
+//! A fired task's job, on the executor: claim the task, run it, and then end it, re-arm it, or
+//! hand it back to a shutdown in progress.
+//!
+//! A periodic task that fell behind runs its missed runs here, back to back, in turns of at most
+//! [`BURST`] runs; between runs the job re-claims the task with a compare-and-swap, so a cancel
+//! that returned `true` is never followed by another run. A turn that ends still behind goes
+//! back to the tick thread, which hands it out again after the other due tasks.
+
+use std::sync::Arc;
+
+use crate::core::Core;
+use crate::loom::atomic::Ordering::*;
+use crate::registry;
+use crate::shard::{Fire, Returned, Shard};
+use crate::slot::Run;
+use crate::task::{MisfirePolicy, Work};
+use crate::word::{CANCELLED, DONE, RETURNED, STOP, VACANT, Word};
+
+/// Back-to-back runs of a periodic task per hand-off.
+pub const BURST: u64 = 16;
+
+/// A `CatchUp` task never owes more than this many runs: further behind, the oldest missed runs
+/// are skipped (and counted in `Stats::skipped`).
+pub const MAX_CATCH_UP: u64 = 1000;
+
+/// The job of `fire`: runs its task if it still is due (not cancelled or handed back meanwhile).
+pub(crate) fn run(core: &Arc<Core>, fire: Fire) {
+    let shard = registry::shard(fire.shard);
+    let s = shard.slots.get(fire.slot);
+    // Counted as running before the claim, so a shutdown that sees the claim waits for the run.
+    let _running = core.running.enter(core);
+    let Some((run, work)) = s.start(fire.generation) else {
+        return; // cancelled on the way, or claimed by shutdown: nothing to run
+    };
+    let late = core.clock.now().saturating_sub(fire.meant);
+    match work {
+        Work::Once(f) => {
+            core.count_run(late);
+            core.panics.run(f);
+            finish(&shard, fire, run, DONE);
+        }
+        Work::Every { f, period, policy } => {
+            let scheduled = s.deadline.load(Relaxed);
+            Periodic {
+                core,
+                shard: &shard,
+                fire,
+                period,
+                policy,
+            }
+            .run(run, f, scheduled, late);
+        }
+    }
+}
+
+/// Ends a running task in `state` (`CANCELLED` instead if a cancel asked it to stop: that cancel
+/// returned `true`), vacating the slot if no handle names it. Returns the word it replaced.
+fn finish(shard: &Shard, fire: Fire, run: Run<'_>, state: u64) -> Word {
+    let end = |w: Word| w.finished(if w.has(STOP) { CANCELLED } else { state });
+    let old = run.finish(end);
+    if end(old).state() == VACANT {
+        shard.slots.release(fire.slot);
+    }
+    old
+}
+
+struct Periodic<'a> {
+    core: &'a Arc<Core>,
+    shard: &'a Shard,
+    fire: Fire,
+    /// As given, nanoseconds (the task keeps it so).
+    period: u64,
+    policy: MisfirePolicy,
+}
+
+impl Periodic<'_> {
+    /// Runs the due run (and, for `CatchUp`, up to a turn of missed ones), then re-arms.
+    fn run(self, run: Run<'_>, mut f: Box<dyn FnMut() + Send>, mut scheduled: u64, mut late: u64) {
+        let core = self.core;
+        // A period below the tick runs at the tick (the wheel cannot tell them apart).
+        let period = self.period.max(core.tick_ns);
+        let mut turn = 0;
+        let next = loop {
+            // Rounding to the tick makes every run up to a tick late: not a misfire.
+            if self.policy == MisfirePolicy::Skip && late >= period.saturating_add(core.tick_ns) {
+                core.skipped.fetch_add(1, Relaxed);
+            } else {
+                core.count_run(late);
+                core.panics.run(&mut f);
+            }
+            turn += 1;
+            let now = core.clock.now();
+            let (next, skipped) = next_run(scheduled, period, now, self.policy);
+            if skipped > 0 {
+                core.skipped.fetch_add(skipped, Relaxed);
+            }
+            match next {
+                Some(next)
+                    if next <= now
+                        && turn < BURST
+                        && core.lifecycle.is_open()
+                        && run.still_running() =>
+                {
+                    scheduled = next;
+                    late = now - next;
+                }
+                next => break next,
+            }
+        };
+        let work = Work::Every {
+            f,
+            period: self.period,
+            policy: self.policy,
+        };
+        match next {
+            // The next run would fall past the end of time: the task is finished.
+            None => {
+                finish(self.shard, self.fire, run, DONE);
+            }
+            Some(next) => self.rearm(run, next, work),
+        }
+    }
+
+    /// Puts the task back for its run at `next`, or ends it: cancelled (dropped), or shutting
+    /// down (handed back to `shutdown`, or ended if that call already returned).
+    fn rearm(self, run: Run<'_>, next: u64, work: Work) {
+        let core = self.core;
+        if !core.lifecycle.is_open() {
+            return self.hand_back(run, next, work);
+        }
+        match self.shard.rearm(run, self.fire, next, work) {
+            Ok(wake) => core.reaper.wake_by(wake),
+            Err((run, work)) => {
+                // Cancelled while it ran: no further runs. Dropped outside every lock.
+                finish(self.shard, self.fire, run, CANCELLED);
+                drop(work);
+            }
+        }
+    }
+
+    /// Shutdown has begun: the task goes back to its caller, unless a cancel won (then it is
+    /// cancelled) or that call already returned (then it ends here, done).
+    fn hand_back(self, run: Run<'_>, next: u64, work: Work) {
+        let mut late = self.core.late.lock();
+        let Some(list) = late.as_mut() else {
+            drop(late);
+            finish(self.shard, self.fire, run, DONE);
+            return drop(work);
+        };
+        // Under the list's lock, so shutdown cannot take the list between the two steps.
+        if finish(self.shard, self.fire, run, RETURNED).has(STOP) {
+            drop(late);
+            return drop(work); // the cancel won: CANCELLED
+        }
+        list.push(Returned {
+            deadline: next,
+            work,
+        });
+    }
+}
+
+/// The next run of a fixed-rate task whose run for `scheduled` just ended at `now`, and how many
+/// runs it skips to get there. `None` if it would fall past the end of time (`u64::MAX` ns).
+fn next_run(scheduled: u64, period: u64, now: u64, policy: MisfirePolicy) -> (Option<u64>, u64) {
+    let Some(next) = scheduled.checked_add(period) else {
+        return (None, 0);
+    };
+    if next > now {
+        return (Some(next), 0);
+    }
+    // Runs on the grid after `scheduled` that are due by now.
+    let behind = (now - scheduled) / period;
+    let skip = match policy {
+        MisfirePolicy::CatchUp => behind.saturating_sub(MAX_CATCH_UP),
+        // Fell behind by a period or more: the next grid point after now.
+        MisfirePolicy::RunOnce | MisfirePolicy::Skip => behind,
+    };
+    let next = skip
+        .checked_add(1)
+        .and_then(|k| k.checked_mul(period))
+        .and_then(|d| scheduled.checked_add(d));
+    (next, skip)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_run_per_policy() {
+        use MisfirePolicy::*;
+        // (scheduled, period, now, policy, next, skipped)
+        let table = [
+            (100, 10, 105, RunOnce, Some(110), 0),
+            (100, 10, 110, RunOnce, Some(120), 1),
+            (100, 10, 135, RunOnce, Some(140), 3),
+            (100, 10, 135, Skip, Some(140), 3),
+            (100, 10, 135, CatchUp, Some(110), 0),
+            // 5000 runs behind: CatchUp keeps the last MAX_CATCH_UP of them.
+            (0, 10, 50_000, CatchUp, Some(40_010), 4_000),
+            (u64::MAX - 5, 10, u64::MAX - 1, RunOnce, None, 0),
+            (5, 10, u64::MAX, RunOnce, None, (u64::MAX - 5) / 10),
+            // At the end of time CatchUp still owes its last MAX_CATCH_UP runs, then ends.
+            (
+                5,
+                10,
+                u64::MAX,
+                CatchUp,
+                Some(5 + ((u64::MAX - 5) / 10 - MAX_CATCH_UP + 1) * 10),
+                (u64::MAX - 5) / 10 - MAX_CATCH_UP,
+            ),
+            (0, u64::MAX, 1, Skip, Some(u64::MAX), 0),
+        ];
+        for (s, p, now, policy, next, skipped) in table {
+            assert_eq!(
+                next_run(s, p, now, policy),
+                (next, skipped),
+                "next_run({s}, {p}, {now}, {policy:?})"
+            );
+        }
+    }
+
+    #[test]
+    fn skipped_runs_and_the_remaining_backlog_add_up() {
+        // After a jump, CatchUp runs exactly MAX_CATCH_UP + 1 runs including the due one.
+        let (period, now) = (7, 1_000_000);
+        let (mut scheduled, mut runs, mut skipped) = (0u64, 1u64, 0u64);
+        loop {
+            let (next, s) = next_run(scheduled, period, now, MisfirePolicy::CatchUp);
+            skipped += s;
+            match next {
+                Some(n) if n <= now => {
+                    scheduled = n;
+                    runs += 1;
+                }
+                _ => break,
+            }
+        }
+        assert_eq!(runs, MAX_CATCH_UP + 1);
+        assert_eq!(
+            runs + skipped,
+            now / period + 1,
+            "every grid point accounted for"
+        );
+    }
+}

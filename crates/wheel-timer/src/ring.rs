@@ -1,0 +1,75 @@
+//! The owner's ring: adds whose deadlines are not yet stamped, as `(slot, generation)` records,
+//! written by the owner without a lock and taken out under the shard lock (single producer,
+//! single consumer at a time).
+
+use crossbeam_utils::CachePadded;
+
+use crate::loom::atomic::{AtomicU32, AtomicU64, Ordering::*};
+
+/// Records a ring holds; a full ring is flushed by its owner.
+pub(crate) const CAPACITY: u32 = 256;
+
+pub(crate) struct Ring {
+    records: Box<[AtomicU64]>,
+    /// Written by the owner only, after the record.
+    tail: CachePadded<AtomicU32>,
+    /// Written by the consumer (whoever holds the shard lock).
+    head: CachePadded<AtomicU32>,
+}
+
+/// A ring record: slot index and generation.
+pub(crate) fn record(slot: u32, generation: u32) -> u64 {
+    (u64::from(generation) << 32) | u64::from(slot)
+}
+
+/// `(slot, generation)` of a record.
+pub(crate) fn split(record: u64) -> (u32, u32) {
+    (record as u32, (record >> 32) as u32)
+}
+
+impl Ring {
+    pub(crate) fn new() -> Self {
+        Ring {
+            records: (0..CAPACITY).map(|_| AtomicU64::new(0)).collect(),
+            tail: CachePadded::new(AtomicU32::new(0)),
+            head: CachePadded::new(AtomicU32::new(0)),
+        }
+    }
+
+    /// Appends `rec`: the owner only. False if the ring is full.
+    pub(crate) fn push(&self, rec: u64) -> bool {
+        let tail = self.tail.load(Relaxed);
+        if tail.wrapping_sub(self.head.load(Acquire)) >= CAPACITY {
+            return false;
+        }
+        self.records[(tail % CAPACITY) as usize].store(rec, Relaxed);
+        self.tail.store(tail.wrapping_add(1), Release);
+        true
+    }
+
+    /// The records published so far, `(head, tail)`: the consumer only (under the shard lock).
+    /// Everything it names was published before this returned (acquire).
+    pub(crate) fn published(&self) -> (u32, u32) {
+        (self.head.load(Relaxed), self.tail.load(Acquire))
+    }
+
+    /// Takes out the records `published` named: the consumer only (under the shard lock).
+    pub(crate) fn consume(&self, (head, tail): (u32, u32), mut f: impl FnMut(u64)) {
+        let mut i = head;
+        while i != tail {
+            f(self.records[(i % CAPACITY) as usize].load(Relaxed));
+            i = i.wrapping_add(1);
+        }
+        self.head.store(tail, Release);
+    }
+
+    /// Takes out and ignores every record published so far (the consumer only).
+    pub(crate) fn clear(&self) {
+        self.consume(self.published(), |_| {});
+    }
+
+    /// True if no record waits (call after a fence: see `Shard::publish_next_wake`).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.tail.load(Acquire) == self.head.load(Acquire)
+    }
+}
