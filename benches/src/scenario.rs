@@ -57,6 +57,11 @@ impl Config {
 
     /// W6: add + cancel pairs per thread.
     pub fn service_ops(&self) -> usize {
+        if self.quick { 500_000 } else { 2_000_000 }
+    }
+
+    /// W6 latency: single adds timed one by one.
+    pub fn latency_ops(&self) -> usize {
         if self.quick { 200_000 } else { 1_000_000 }
     }
 

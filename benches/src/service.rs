@@ -55,47 +55,83 @@ fn run_threads(threads: usize, body: impl Fn(usize) + Sync) -> Duration {
     })
 }
 
-/// W6 on our [`Timer`]: `threads` threads each add a [`W6_DELAY`] task (a closure capturing
-/// nothing) and cancel it through its handle, `ops` times, with `background` other tasks pending
-/// (due in 1 s ..= 1 h, added untimed first). Returns the wall time.
+/// The shape of a W6 run: threads, pairs per thread, other timers pending alongside, and how long
+/// each task lives before its cancel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AddCancel {
+    /// Threads adding and cancelling at once.
+    pub threads: usize,
+    /// Add + cancel pairs per thread.
+    pub ops: usize,
+    /// Tasks pending alongside (due in 1 s ..= 1 h, added untimed first).
+    pub background: usize,
+    /// 0: each add is cancelled at once; `w`: each thread keeps its last `w` tasks and cancels
+    /// the oldest after each add (a request timeout cancelled when the request completes a little
+    /// later: by then the task sits in the wheel, not in the add path's queue).
+    pub window: usize,
+}
+
+/// Runs `add` and `cancel` through the window of `shape` on the current thread: `ops` adds,
+/// each followed by the cancel of the task `window` adds older (or of itself).
+fn add_cancel_loop<H>(
+    shape: AddCancel,
+    mut add: impl FnMut() -> H,
+    mut cancel: impl FnMut(H) -> bool,
+    name: &str,
+) {
+    let mut live = std::collections::VecDeque::with_capacity(shape.window + 1);
+    for _ in 0..shape.ops {
+        live.push_back(add());
+        if live.len() > shape.window {
+            let h = live.pop_front().expect("just pushed");
+            assert!(cancel(h), "W6 {name}: cancel of a pending timer failed");
+        }
+    }
+    for h in live {
+        assert!(cancel(h), "W6 {name}: cancel of a pending timer failed");
+    }
+}
+
+/// W6 on our [`Timer`]: each thread adds a [`W6_DELAY`] task (a closure capturing nothing) and
+/// cancels it through its handle, in the shape `shape`. Returns the wall time.
 ///
 /// # Panics
 ///
 /// If an add is refused, a cancel fails, anything fires, or the counters disagree at the end.
-pub fn add_cancel_timer(threads: usize, ops: usize, background: usize) -> Duration {
+pub fn add_cancel_timer(shape: AddCancel) -> Duration {
     let timer = Timer::builder()
         .name("w6")
         .threads(1)
         .build()
         .unwrap_or_else(|e| panic!("W6 {TIMER_NAME}: build failed: {e}"));
-    for d in background_delays(background) {
-        timer
+    for d in background_delays(shape.background) {
+        // Fire-and-forget: the handle is dropped, the task stays.
+        let _ = timer
             .add_or_submit(Task::after(d, || {}))
             .unwrap_or_else(|e| panic!("W6 {TIMER_NAME}: add refused: {e}"));
     }
-    let elapsed = run_threads(threads, |_| {
-        for _ in 0..ops {
-            let handle = timer
-                .add_or_submit(Task::after(W6_DELAY, || {}))
-                .unwrap_or_else(|e| panic!("W6 {TIMER_NAME}: add refused: {e}"));
-            assert!(
-                handle.cancel(),
-                "W6 {TIMER_NAME}: cancel of a pending timer failed"
-            );
-        }
+    let elapsed = run_threads(shape.threads, |_| {
+        add_cancel_loop(
+            shape,
+            || {
+                timer
+                    .add_or_submit(Task::after(W6_DELAY, || {}))
+                    .unwrap_or_else(|e| panic!("W6 {TIMER_NAME}: add refused: {e}"))
+            },
+            |h| h.cancel(),
+            TIMER_NAME,
+        )
     });
-    let n = (threads * ops) as u64;
+    let n = (shape.threads * shape.ops) as u64;
     let s = timer.stats();
+    let bg = shape.background;
     assert!(
-        s.added == n + background as u64
-            && s.cancelled == n
-            && s.fired == 0
-            && s.pending == background,
-        "W6 {TIMER_NAME}: expected {n} added and cancelled, {background} pending, none fired; got {s:?}"
+        s.added == n + bg as u64 && s.cancelled == n && s.fired == 0 && s.pending == bg,
+        "W6 {TIMER_NAME}: expected {n} added and cancelled, {bg} pending, none fired; got {s:?}"
     );
     let left = timer.shutdown().len();
     assert_eq!(
-        left, background,
+        left, bg,
         "W6 {TIMER_NAME}: shutdown must hand back the pending tasks"
     );
     elapsed
@@ -112,36 +148,119 @@ fn background_delays(n: usize) -> impl Iterator<Item = Duration> {
 /// # Panics
 ///
 /// If a cancel fails, anything fires, or a job is left at the end.
-pub fn add_cancel_baseline(threads: usize, ops: usize, background: usize) -> Duration {
+pub fn add_cancel_baseline(shape: AddCancel) -> Duration {
     let timer = MutexHeapTimer::new();
-    for d in background_delays(background) {
+    for d in background_delays(shape.background) {
         timer.schedule(d, Box::new(|| {}));
     }
-    let elapsed = run_threads(threads, |_| {
-        for _ in 0..ops {
-            let id = timer.schedule(W6_DELAY, Box::new(|| {}));
-            assert!(
-                timer.cancel(id),
-                "W6 {}: cancel of a pending timer failed",
-                MutexHeapTimer::NAME
-            );
-        }
+    let name = MutexHeapTimer::NAME;
+    let elapsed = run_threads(shape.threads, |_| {
+        add_cancel_loop(
+            shape,
+            || timer.schedule(W6_DELAY, Box::new(|| {})),
+            |id| timer.cancel(id),
+            name,
+        )
     });
+    let bg = shape.background;
     assert!(
-        timer.len() == background && timer.fired() == 0,
-        "W6 {}: {} pending (expected {background}), {} fired after all cancels",
-        MutexHeapTimer::NAME,
+        timer.len() == bg && timer.fired() == 0,
+        "W6 {name}: {} pending (expected {bg}), {} fired after all cancels",
         timer.len(),
         timer.fired()
     );
     let left = timer.shutdown().len();
     assert_eq!(
-        left,
-        background,
-        "W6 {}: shutdown must hand back the pending jobs",
-        MutexHeapTimer::NAME
+        left, bg,
+        "W6 {name}: shutdown must hand back the pending jobs"
     );
     elapsed
+}
+
+/// Latency of single adds, nanoseconds: what one `Instant::now()` pair around the add measured,
+/// less the same pair around nothing (the clock's own cost, measured in the same run).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct AddLatency {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Largest.
+    pub max: f64,
+    /// The clock pair's own median cost, subtracted from each figure above.
+    pub clock: f64,
+}
+
+fn latency_of(mut ns: Vec<u64>, clock: f64) -> AddLatency {
+    ns.sort_unstable();
+    let at = |q: f64| {
+        let i = ((ns.len() as f64 * q).ceil() as usize).clamp(1, ns.len()) - 1;
+        (ns[i] as f64 - clock).max(0.0)
+    };
+    AddLatency {
+        p50: at(0.50),
+        p99: at(0.99),
+        p999: at(0.999),
+        max: (ns[ns.len() - 1] as f64 - clock).max(0.0),
+        clock,
+    }
+}
+
+/// The median cost of an `Instant::now()` pair around nothing.
+fn clock_pair_cost(n: usize) -> f64 {
+    let mut ns: Vec<u64> = (0..n)
+        .map(|_| {
+            let t = Instant::now();
+            std::hint::black_box(());
+            t.elapsed().as_nanos() as u64
+        })
+        .collect();
+    ns.sort_unstable();
+    ns[ns.len() / 2] as f64
+}
+
+/// W6 latency: `n` single adds on one thread, each timed alone (the cancel that follows is not),
+/// through our [`Timer`] and through the baseline, with `background` other timers pending.
+/// Includes every add that drains a full ring (one in 256 here).
+///
+/// # Panics
+///
+/// If an add is refused or a cancel fails.
+pub fn add_latency(n: usize, background: usize) -> (AddLatency, AddLatency) {
+    let clock = clock_pair_cost(n.min(100_000));
+    let timer = Timer::builder()
+        .name("w6l")
+        .threads(1)
+        .build()
+        .unwrap_or_else(|e| panic!("W6 {TIMER_NAME}: build failed: {e}"));
+    for d in background_delays(background) {
+        let _ = timer.add_or_submit(Task::after(d, || {}));
+    }
+    let heap = MutexHeapTimer::new();
+    for d in background_delays(background) {
+        heap.schedule(d, Box::new(|| {}));
+    }
+    let (mut ours, mut base) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for _ in 0..n {
+        let t = Instant::now();
+        let h = timer.add_or_submit(Task::after(W6_DELAY, || {}));
+        ours.push(t.elapsed().as_nanos() as u64);
+        assert!(
+            h.map(|h| h.cancel()).unwrap_or(false),
+            "W6 {TIMER_NAME}: add or cancel failed"
+        );
+        let t = Instant::now();
+        let id = heap.schedule(W6_DELAY, Box::new(|| {}));
+        base.push(t.elapsed().as_nanos() as u64);
+        assert!(
+            heap.cancel(id),
+            "W6 {}: cancel failed",
+            MutexHeapTimer::NAME
+        );
+    }
+    (latency_of(ours, clock), latency_of(base, clock))
 }
 
 /// What W7 measured over its idle window.
@@ -175,7 +294,7 @@ pub fn idle(n: usize, window: Duration, settle: Duration) -> IdleResult {
     let start = Instant::now();
     for _ in 0..n {
         // The handle is dropped: fire-and-forget adds keep their task.
-        timer
+        let _ = timer
             .add_or_submit(Task::after(W7_DELAY, || {}))
             .unwrap_or_else(|e| panic!("W7 {TIMER_NAME}: add refused: {e}"));
     }
@@ -382,10 +501,25 @@ mod tests {
 
     #[test]
     fn small_runs_verify() {
-        assert!(add_cancel_timer(2, 1000, 0) > Duration::ZERO);
-        assert!(add_cancel_baseline(2, 1000, 0) > Duration::ZERO);
-        assert!(add_cancel_timer(1, 100, 500) > Duration::ZERO);
-        assert!(add_cancel_baseline(1, 100, 500) > Duration::ZERO);
+        for shape in [
+            AddCancel {
+                threads: 2,
+                ops: 1000,
+                background: 0,
+                window: 0,
+            },
+            AddCancel {
+                threads: 1,
+                ops: 1000,
+                background: 500,
+                window: 100,
+            },
+        ] {
+            assert!(add_cancel_timer(shape) > Duration::ZERO);
+            assert!(add_cancel_baseline(shape) > Duration::ZERO);
+        }
+        let (ours, base) = add_latency(2000, 100);
+        assert!(ours.p50 <= ours.p999 && base.p50 <= base.p999);
         let r = accuracy(
             500,
             Duration::from_millis(100),

@@ -7,8 +7,12 @@ use crate::loom::Mutex;
 use crate::loom::atomic::{AtomicU64, Ordering::SeqCst};
 
 /// Nanoseconds in a `Duration`, saturating at `u64::MAX` (584 years: the far future).
+#[inline]
 pub fn duration_to_ns(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+    d.as_secs()
+        .checked_mul(1_000_000_000)
+        .and_then(|ns| ns.checked_add(u64::from(d.subsec_nanos())))
+        .unwrap_or(u64::MAX)
 }
 
 /// A source of time in nanoseconds since some origin.
@@ -64,6 +68,7 @@ impl Default for RealClock {
 }
 
 impl Clock for RealClock {
+    #[inline]
     fn now(&self) -> u64 {
         duration_to_ns(self.origin.elapsed())
     }
@@ -184,5 +189,29 @@ impl Clock for ManualClock {
 
     fn attach(&self, driver: Weak<dyn Driver>) {
         self.inner.drivers.lock().push(driver);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_to_nanoseconds_saturate() {
+        let max = Duration::from_nanos(u64::MAX);
+        // (duration, nanoseconds)
+        let table = [
+            (Duration::ZERO, 0),
+            (Duration::from_nanos(1), 1),
+            (Duration::from_secs(1), 1_000_000_000),
+            (Duration::new(5, 7), 5_000_000_007),
+            (max, u64::MAX),
+            (max + Duration::from_nanos(1), u64::MAX),
+            (Duration::from_secs(u64::MAX / 1_000_000_000 + 1), u64::MAX),
+            (Duration::MAX, u64::MAX),
+        ];
+        for (d, ns) in table {
+            assert_eq!(duration_to_ns(d), ns, "{d:?}");
+        }
     }
 }

@@ -21,6 +21,7 @@ pub(crate) struct Chunked<T> {
 }
 
 /// `(chunk, offset)` of index `i`.
+#[inline]
 fn locate(i: usize) -> (usize, usize) {
     let j = i / FIRST + 1;
     let chunk = (usize::BITS - 1 - j.leading_zeros()) as usize;
@@ -44,7 +45,7 @@ impl<T: Default> Chunked<T> {
         }
     }
 
-    #[inline(never)]
+    #[inline]
     fn get_later(&self, i: usize) -> Option<&T> {
         let (chunk, offset) = locate(i);
         self.chunks.get(chunk)?.get().map(|c| &c[offset])

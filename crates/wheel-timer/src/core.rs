@@ -34,7 +34,8 @@ pub(crate) struct Core {
     /// Stamp every add at once: the clock only moves by hand, so a reading is exact and free.
     pub(crate) exact: bool,
     pub(crate) max_pending: Option<u64>,
-    pub(crate) lifecycle: Lifecycle,
+    /// Read by every add: kept on a line nothing else shares.
+    pub(crate) lifecycle: CachePadded<Lifecycle>,
     pub(crate) reaper: Reaper<Shard>,
     /// Ids of this timer's shards (see `registry.rs`).
     shards: Mutex<Vec<u32>>,
@@ -78,7 +79,7 @@ impl Core {
             wheel_size: config.wheel_size,
             short_ns: tick_ns.saturating_mul(64),
             max_pending: config.max_pending.map(|m| m as u64),
-            lifecycle: Lifecycle::new(),
+            lifecycle: CachePadded::new(Lifecycle::new()),
             shards: Mutex::new(Vec::new()),
             spare: Mutex::new(Vec::new()),
             executor: config.executor,

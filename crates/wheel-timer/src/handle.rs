@@ -42,6 +42,7 @@ impl TimerHandle {
         self.id as u32
     }
 
+    #[inline]
     fn word(&self) -> Word {
         self.shard().slots.get(self.slot()).word()
     }

@@ -18,6 +18,7 @@ impl Lifecycle {
         Lifecycle(AtomicU8::new(OPEN))
     }
 
+    #[inline]
     pub(crate) fn is_open(&self) -> bool {
         self.0.load(SeqCst) == OPEN
     }

@@ -29,8 +29,13 @@ mod imp {
         }
     }
 
+    /// The first shards: looked up with one load, no lazy initialisation to pass.
+    const FIRST: usize = 1024;
+    static FIRST_SHARDS: [OnceLock<Arc<Shard>>; FIRST] = [const { OnceLock::new() }; FIRST];
+
     struct Registry {
-        all: Chunked<OnceLock<Arc<Shard>>>,
+        /// Shards beyond the first `FIRST` (index `id - FIRST`).
+        more: Chunked<OnceLock<Arc<Shard>>>,
         /// Shards made so far; ids below it are valid.
         len: Mutex<u32>,
         /// Shards of timers that are gone, waiting for a new timer.
@@ -41,22 +46,38 @@ mod imp {
 
     fn registry() -> &'static Registry {
         REGISTRY.get_or_init(|| Registry {
-            all: Chunked::new(),
+            more: Chunked::new(),
             len: Mutex::new(0),
             spare: Mutex::new(Vec::new()),
         })
     }
 
     /// The shard with id `id`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn shard(id: u32) -> ShardRef {
-        ShardRef(
-            registry()
-                .all
-                .get(id as usize)
-                .and_then(OnceLock::get)
-                .expect("shard ids come from the registry"),
-        )
+        let cell = match FIRST_SHARDS.get(id as usize) {
+            Some(cell) => cell,
+            None => more(id),
+        };
+        ShardRef(cell.get().expect("shard ids come from the registry"))
+    }
+
+    #[cold]
+    fn more(id: u32) -> &'static OnceLock<Arc<Shard>> {
+        registry()
+            .more
+            .get(id as usize - FIRST)
+            .expect("shard ids come from the registry")
+    }
+
+    fn cell(id: u32) -> &'static OnceLock<Arc<Shard>> {
+        match FIRST_SHARDS.get(id as usize) {
+            Some(cell) => cell,
+            None => registry()
+                .more
+                .get_or_grow(id as usize - FIRST)
+                .expect("fewer than 2^32 shards"),
+        }
     }
 
     /// Another reference to the same shard.
@@ -68,15 +89,13 @@ mod imp {
     pub(crate) fn take(make: impl FnOnce(u32) -> Shard) -> (u32, Arc<Shard>) {
         let r = registry();
         if let Some(id) = r.spare.lock().unwrap_or_else(|e| e.into_inner()).pop() {
-            let shard = r.all.get(id as usize).and_then(OnceLock::get);
-            return (id, shard.expect("spare ids are registered").clone());
+            let shard = cell(id).get().expect("spare ids are registered");
+            return (id, shard.clone());
         }
         let mut len = r.len.lock().unwrap_or_else(|e| e.into_inner());
         let id = *len;
         let shard = Arc::new(make(id));
-        r.all
-            .get_or_grow(id as usize)
-            .expect("fewer than 2^32 shards")
+        cell(id)
             .set(shard.clone())
             .unwrap_or_else(|_| unreachable!("each id is set once"));
         *len += 1;
@@ -105,6 +124,7 @@ mod imp {
 
     impl std::ops::Deref for ShardRef {
         type Target = Shard;
+        #[inline]
         fn deref(&self) -> &Shard {
             &self.0
         }

@@ -10,7 +10,7 @@ use crate::loom::atomic::{AtomicU32, AtomicU64, Ordering::*};
 pub(crate) const CAPACITY: u32 = 256;
 
 pub(crate) struct Ring {
-    records: Box<[AtomicU64]>,
+    records: Box<[AtomicU64; CAPACITY as usize]>,
     /// Written by the owner only, after the record.
     tail: CachePadded<AtomicU32>,
     /// Written by the consumer (whoever holds the shard lock).
@@ -30,13 +30,14 @@ pub(crate) fn split(record: u64) -> (u32, u32) {
 impl Ring {
     pub(crate) fn new() -> Self {
         Ring {
-            records: (0..CAPACITY).map(|_| AtomicU64::new(0)).collect(),
+            records: Box::new(std::array::from_fn(|_| AtomicU64::new(0))),
             tail: CachePadded::new(AtomicU32::new(0)),
             head: CachePadded::new(AtomicU32::new(0)),
         }
     }
 
     /// Appends `rec`: the owner only. False if the ring is full.
+    #[inline(always)]
     pub(crate) fn push(&self, rec: u64) -> bool {
         let tail = self.tail.load(Relaxed);
         if tail.wrapping_sub(self.head.load(Acquire)) >= CAPACITY {
@@ -54,6 +55,7 @@ impl Ring {
     }
 
     /// Takes out the records `published` named: the consumer only (under the shard lock).
+    #[inline(always)]
     pub(crate) fn consume(&self, (head, tail): (u32, u32), mut f: impl FnMut(u64)) {
         let mut i = head;
         while i != tail {

@@ -199,6 +199,7 @@ impl Shard {
         self.slots.detach(token);
     }
 
+    #[inline(always)]
     fn on_owner_thread(&self) -> bool {
         self.slots.owned_here()
     }
@@ -255,6 +256,7 @@ impl Shard {
     }
 
     /// Owner only: records an unstamped add. False if the ring is full (flush, then retry).
+    #[inline]
     pub(crate) fn push(&self, slot: u32, generation: u32) -> bool {
         self.ring.push(ring::record(slot, generation))
     }
@@ -374,6 +376,7 @@ impl Shard {
         }
     }
 
+    #[inline]
     pub(crate) fn fire(&self, slot: u32, generation: u32, deadline: u64, meant: u64) -> Due<Fire> {
         Due {
             deadline,

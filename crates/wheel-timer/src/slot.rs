@@ -78,6 +78,7 @@ impl Default for Slot {
 }
 
 impl Slot {
+    #[inline]
     pub(crate) fn word(&self) -> Word {
         Word(self.word.load(Acquire))
     }
@@ -90,6 +91,7 @@ impl Slot {
     /// # Panics
     ///
     /// If `to` crosses that line: a bug in this crate, caught before any access to the cell.
+    #[inline]
     pub(crate) fn transition(
         &self,
         generation: u32,
@@ -113,6 +115,7 @@ impl Slot {
     /// # Panics
     ///
     /// If `from` accepts a state without the task, or `to` keeps it: a bug in this crate.
+    #[inline]
     pub(crate) fn take(
         &self,
         generation: u32,
@@ -157,6 +160,7 @@ impl Slot {
 
     /// The job's claim: `DUE` -> `RUNNING`, with the task. `None` if the task was cancelled or
     /// handed back meanwhile.
+    #[inline]
     pub(crate) fn start(&self, generation: u32) -> Option<(Run<'_>, Work)> {
         let (_, work) = self.take(generation, |w| w.state() == DUE, |w| w.with_state(RUNNING))?;
         Some((
@@ -168,6 +172,7 @@ impl Slot {
         ))
     }
 
+    #[inline]
     fn exchange(
         &self,
         generation: u32,
@@ -197,6 +202,7 @@ pub(crate) struct Run<'a> {
 }
 
 impl<'a> Run<'a> {
+    #[inline]
     pub(crate) fn slot(&self) -> &'a Slot {
         self.slot
     }
@@ -204,6 +210,7 @@ impl<'a> Run<'a> {
     /// Re-claims the task between two back-to-back runs: false if a cancel asked it to stop. A
     /// compare-and-swap of the word with itself, so a cancel that returned `true` before it is
     /// always seen (a plain load could miss one that lands just after it).
+    #[inline]
     pub(crate) fn still_running(&self) -> bool {
         self.slot
             .exchange(
@@ -269,6 +276,7 @@ impl<'a> Vacant<'a> {
 
     /// Puts `work` in the cell and publishes `word` (a holding state of this slot's generation)
     /// with a release store; `add.rs` fences after it.
+    #[inline]
     pub(crate) fn publish(self, word: Word, work: Work) {
         assert!(
             holds(word.state()) && word.generation() == self.generation,

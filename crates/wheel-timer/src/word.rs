@@ -57,47 +57,57 @@ pub(crate) struct Word(pub(crate) u64);
 
 impl Word {
     /// A freshly occupied slot of generation `generation`: one handle, the given state and flags.
+    #[inline]
     pub(crate) fn occupied(generation: u32, state: State, flags: u64) -> Word {
         debug_assert!(flags & !FLAGS == 0 && state <= RETURNED);
         Word((u64::from(generation) << GEN_SHIFT) | HANDLE_ONE | flags | state)
     }
 
+    #[inline]
     pub(crate) fn generation(self) -> u32 {
         (self.0 >> GEN_SHIFT) as u32
     }
 
+    #[inline]
     pub(crate) fn state(self) -> State {
         self.0 & STATE_MASK
     }
 
+    #[inline]
     pub(crate) fn handles(self) -> u64 {
         (self.0 >> HANDLE_SHIFT) & MAX_HANDLES
     }
 
+    #[inline]
     pub(crate) fn has(self, flag: u64) -> bool {
         self.0 & flag != 0
     }
 
     /// True if the word is of generation `generation` and in state `state`.
+    #[inline]
     pub(crate) fn is(self, generation: u32, state: State) -> bool {
         self.generation() == generation && self.state() == state
     }
 
+    #[inline]
     pub(crate) fn is_final(self) -> bool {
         matches!(self.state(), DONE | CANCELLED | RETURNED)
     }
 
     /// The same word in `state` (flags other than `PERIODIC` cleared, handles kept).
+    #[inline]
     pub(crate) fn with_state(self, state: State) -> Word {
         Word((self.0 & !(STATE_MASK | STOP | STAMPED)) | state)
     }
 
+    #[inline]
     pub(crate) fn with(self, flag: u64) -> Word {
         Word(self.0 | flag)
     }
 
     /// The word after a move to the final state `state`: vacant of the next generation when no
     /// handle names the slot, else `state` with the handles kept.
+    #[inline]
     pub(crate) fn finished(self, state: State) -> Word {
         debug_assert!(matches!(state, DONE | CANCELLED | RETURNED));
         if self.handles() == 0 {
@@ -108,11 +118,13 @@ impl Word {
     }
 
     /// The vacant word of the next generation.
+    #[inline]
     pub(crate) fn vacated(self) -> Word {
         Word(u64::from(self.generation().wrapping_add(1)) << GEN_SHIFT)
     }
 
     /// One more handle (a sticky count stays put).
+    #[inline]
     pub(crate) fn plus_handle(self) -> Word {
         if self.handles() == MAX_HANDLES {
             self
@@ -122,6 +134,7 @@ impl Word {
     }
 
     /// One handle fewer; if that was the last one of a final task, the vacant next generation.
+    #[inline]
     pub(crate) fn minus_handle(self) -> Word {
         match self.handles() {
             MAX_HANDLES => self,
