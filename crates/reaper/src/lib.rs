@@ -13,7 +13,7 @@
 //! |-------------------|---------------|---------|
 //! | `Shard::next_wake`| the shard (lowered by anyone with `fetch_min`; set by whoever collects) | the clock time by which the tick thread must next collect this shard |
 //! | `sleeping_until`  | the tick thread (0 while awake, else the time it sleeps until; `u64::MAX`: until woken); a waker sets 0 when it notifies | a shard that lowered its `next_wake` below this must wake the thread |
-//! | `processed`       | the tick thread, under `state` | every item due by this time has been handed to the sink |
+//! | `processed`       | the tick thread, under `state` | every item due by this time has been handed to the sink, and no shard has more due by it |
 //! | `closed`          | [`Reaper::close`], under `state` | the thread exits at its next look; nothing is handed out after |
 //! | `kicked`          | a manual clock move sets it, the tick thread clears it, under `state` | the clock moved: look again before sleeping |
 //! | `alive`           | the tick thread, under `state` | the thread may still hand items out |
@@ -311,14 +311,17 @@ impl<S: Shard> Shared<S> {
                 batch.clear(); // anything the sink left is dropped here, outside every lock
             }
             st = self.state.lock();
-            st.processed = st.processed.max(now);
-            self.turned.notify_all();
-            if st.closed || st.kicked {
+            if st.closed {
                 continue;
             }
             let next = earliest(&shards);
-            if next <= self.clock.now() {
-                continue; // came due while the batch was out
+            if due_by(next, now) {
+                continue; // more is due by `now` (a turn of catch-up runs handed back): not done
+            }
+            st.processed = st.processed.max(now);
+            self.turned.notify_all();
+            if st.kicked || due_by(next, self.clock.now()) {
+                continue; // the clock moved, or something came due while the batch was out
             }
             self.sleeping_until.store(next, SeqCst);
             // The other half of the wake-up handshake: a shard that lowered its time before
@@ -348,6 +351,12 @@ impl<S: Shard> Shared<S> {
             *seen = version;
         }
     }
+}
+
+/// True if a shard that needs the thread by `next` needs it by `t`. `u64::MAX` is "never", even
+/// when the clock itself has saturated there (the end of time: everything due was collected).
+fn due_by(next: u64, t: u64) -> bool {
+    next != u64::MAX && next <= t
 }
 
 /// The earliest `next_wake` of `shards` (`u64::MAX` if none needs the thread).

@@ -54,6 +54,7 @@ mod ring;
 mod shard;
 mod shutdown;
 mod slot;
+mod slots;
 mod stats;
 mod task;
 mod timer;

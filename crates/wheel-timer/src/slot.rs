@@ -6,7 +6,8 @@
 //! on the path users call millions of times a second; the word already decides who owns the
 //! task. This file turns that rule into a safe API: the only ways to reach a cell are a won
 //! compare-and-swap of the word ([`Slot::take`], [`Slot::start`]) or a token that proves
-//! ownership ([`Vacant`] from the shard's owner thread, [`Run`] from a job's claim).
+//! ownership ([`Vacant`] from the shard's owner thread via [`Mine::claim`], [`Run`] from a job's
+//! claim).
 //!
 //! ## Who owns the cell
 //!
@@ -15,7 +16,7 @@
 //!
 //! | owner | from | until |
 //! |-------|------|-------|
-//! | the shard's owner thread | it pops a `VACANT` slot ([`Slots::alloc`]) | it publishes the word ([`Vacant::publish`], a release store) |
+//! | the shard's owner thread | it claims a `VACANT` slot ([`Mine::claim`]) | it publishes the word ([`Vacant::publish`], a release store) |
 //! | nobody: the task sits in the cell | publication | a compare-and-swap out of a holding state |
 //! | the winner of that compare-and-swap: a cancel, shutdown, an add rolling back ([`Slot::take`]), or the job ([`Slot::start`], into `RUNNING`) | its success | forever (it took the task), or for a job, until [`Run::park`] puts the task back and moves the word into a holding state with release ordering |
 //!
@@ -24,14 +25,11 @@
 
 #![allow(unsafe_code)]
 
-use crossbeam_utils::CachePadded;
-
 use std::marker::PhantomData;
 
-use crate::chunked::{Chunked, MAX_INDEX};
 use crate::local::thread_key;
 use crate::loom::UnsafeCell;
-use crate::loom::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
+use crate::loom::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use crate::task::Work;
 use crate::word::{DUE, QUEUED, RUNNING, STOP, State, VACANT, WAITING, Word};
 
@@ -256,7 +254,7 @@ impl<'a> Run<'a> {
     }
 }
 
-/// Proof that this thread owns a shard's slots (from [`Slots::attach`]). Not `Send`: only the
+/// Proof that this thread owns a shard's slots (from [`Mine::attach`]). Not `Send`: only the
 /// thread that attached can give the shard up.
 pub(crate) struct OwnerToken {
     _not_send: PhantomData<*const ()>,
@@ -282,9 +280,9 @@ impl<'a> Vacant<'a> {
             holds(word.state()) && word.generation() == self.generation,
             "{word:?} does not publish a task"
         );
-        // SAFETY: `Slots::alloc` handed this slot out only after seeing it VACANT, on the one
-        // thread that owns the shard (the only one that allocates), so nobody else owns the cell
-        // until the store below.
+        // SAFETY: `Mine::claim` handed this slot out only after seeing it VACANT, on the one
+        // thread that owns the shard (the only thread that can claim), so nobody else owns the
+        // cell until the store below.
         self.slot
             .task
             .with_mut(|cell| unsafe { *cell = Some(work) });
@@ -292,20 +290,9 @@ impl<'a> Vacant<'a> {
     }
 }
 
-/// A shard's slots. The owner thread allocates; any thread may vacate.
-pub(crate) struct Slots {
-    all: Chunked<Slot>,
-    /// Slots created so far; written by the owner (sequentially consistent, after the slot
-    /// exists), read by scans (shutdown).
-    len: CachePadded<AtomicU32>,
-    /// Head of the stack of slots vacated on other threads: slot index + 1, 0 if empty. Any
-    /// thread pushes; only the owner pops, all at once.
-    vacated: CachePadded<AtomicU64>,
-    /// The owner's side: touched only by the thread whose key is in `owner`.
-    mine: CachePadded<Mine>,
-}
-
-struct Mine {
+/// A shard's owner side of its slots: which thread owns the shard, and that thread's free list.
+/// Only the owner allocates, which is what makes [`Vacant::publish`] sound.
+pub(crate) struct Mine {
     /// `thread_key()` of the thread that owns the shard; 0 while it has none.
     owner: AtomicU64,
     /// The owner is inside `with_free` (a guard against re-entry on its own thread).
@@ -318,25 +305,19 @@ struct Mine {
 // the one thread whose key is in `owner` (see the SAFETY comment there).
 unsafe impl Sync for Mine {}
 
-impl Slots {
+impl Mine {
     pub(crate) fn new() -> Self {
-        Slots {
-            all: Chunked::new(),
-            len: CachePadded::new(AtomicU32::new(0)),
-            vacated: CachePadded::new(AtomicU64::new(0)),
-            mine: CachePadded::new(Mine {
-                owner: AtomicU64::new(0),
-                busy: AtomicBool::new(false),
-                free: UnsafeCell::new(Vec::new()),
-            }),
+        Mine {
+            owner: AtomicU64::new(0),
+            busy: AtomicBool::new(false),
+            free: UnsafeCell::new(Vec::new()),
         }
     }
 
-    /// Makes this thread the owner, if the shard has none.
+    /// Makes this thread the owner, if there is none.
     pub(crate) fn attach(&self) -> Option<OwnerToken> {
         let key = thread_key();
-        self.mine
-            .owner
+        self.owner
             .compare_exchange(0, key, AcqRel, Acquire)
             .ok()
             .map(|_| OwnerToken {
@@ -344,128 +325,44 @@ impl Slots {
             })
     }
 
-    /// Gives the shard up (its free list stays for the next owner).
+    /// Gives ownership up (the free list stays for the next owner).
     pub(crate) fn detach(&self, _token: OwnerToken) {
-        self.mine.owner.store(0, Release);
+        self.owner.store(0, Release);
     }
 
-    /// True on the thread that owns the shard.
+    /// True on the owner thread.
     #[inline(always)]
     pub(crate) fn owned_here(&self) -> bool {
-        self.mine.owner.load(Acquire) == thread_key()
+        self.owner.load(Acquire) == thread_key()
     }
 
-    /// Runs `f` with the owner's free list, if this thread owns the shard and is not already
+    /// Runs `f` with the owner's free list, if this thread is the owner and is not already
     /// inside a call of this. `f` must not unwind (it only pushes and pops).
     #[inline(always)]
-    fn with_free<R>(&self, f: impl FnOnce(&mut Vec<u32>) -> R) -> Option<R> {
-        let mine = &self.mine;
-        if !self.owned_here() || mine.busy.load(Relaxed) {
+    pub(crate) fn with_free<R>(&self, f: impl FnOnce(&mut Vec<u32>) -> R) -> Option<R> {
+        if !self.owned_here() || self.busy.load(Relaxed) {
             return None;
         }
-        mine.busy.store(true, Relaxed);
+        self.busy.store(true, Relaxed);
         // SAFETY: this thread owns the shard (its key is the owner's: keys are unique and only
         // `attach` on this thread set it, only `detach` with this thread's non-`Send` token
         // clears it), so no other thread gets here; `busy` rules out a second borrow on this
         // thread. The acquire load of `owner` sees the previous owner's last writes.
-        let r = mine.free.with_mut(|free| f(unsafe { &mut *free }));
-        mine.busy.store(false, Relaxed);
+        let r = self.free.with_mut(|free| f(unsafe { &mut *free }));
+        self.busy.store(false, Relaxed);
         Some(r)
     }
 
-    /// The slot at `i`, which this shard created.
+    /// Reserves `slot` (number `index`) for a task, on the owner thread only and only if the slot
+    /// is vacant: the one way to get a [`Vacant`].
     #[inline(always)]
-    pub(crate) fn get(&self, i: u32) -> &Slot {
-        self.all
-            .get(i as usize)
-            .expect("slot indexes come from this shard")
-    }
-
-    /// Slots created so far (every index below it is valid).
-    pub(crate) fn len(&self) -> u32 {
-        self.len.load(SeqCst)
-    }
-
-    /// A vacant slot, for the owner thread only: from its free list, refilled from the vacated
-    /// stack, or a new one. `None` on any other thread, or once the shard holds `u32::MAX` slots.
-    #[inline]
-    pub(crate) fn alloc(&self) -> Option<Vacant<'_>> {
-        loop {
-            let i = self.with_free(|free| free.pop())?;
-            let i = match i {
-                Some(i) => i,
-                None => self.refill()?,
-            };
-            let slot = self.get(i);
-            let w = slot.word();
-            // Only vacant slots are ever listed; checking keeps `publish` sound regardless.
-            if w.state() == VACANT {
-                return Some(Vacant {
-                    slot,
-                    index: i,
-                    generation: w.generation(),
-                });
-            }
-        }
-    }
-
-    /// The owner's free list is empty: take back the slots vacated elsewhere, or make a new one.
-    #[cold]
-    fn refill(&self) -> Option<u32> {
-        let mut head = self.vacated.swap(0, Acquire);
-        if head == 0 {
-            return self.grow();
-        }
-        let first = (head - 1) as u32;
-        head = self.get(first).link.load(Relaxed);
-        self.with_free(|free| {
-            while head != 0 {
-                let i = (head - 1) as u32;
-                head = self.get(i).link.load(Relaxed);
-                free.push(i);
-            }
-        });
-        Some(first)
-    }
-
-    fn grow(&self) -> Option<u32> {
-        let i = self.len.load(Relaxed);
-        if i == u32::MAX || i as usize > MAX_INDEX {
-            return None;
-        }
-        self.all.get_or_grow(i as usize)?;
-        self.len.store(i + 1, SeqCst);
-        Some(i)
-    }
-
-    /// Gives back slot `i`, whose word the caller just vacated. Any thread: the owner keeps it
-    /// in its free list, others push it on the vacated stack.
-    #[inline]
-    pub(crate) fn release(&self, i: u32) {
-        if self.with_free(|free| free.push(i)).is_none() {
-            self.release_elsewhere(i);
-        }
-    }
-
-    #[cold]
-    fn release_elsewhere(&self, i: u32) {
-        let slot = self.get(i);
-        let mut head = self.vacated.load(Relaxed);
-        loop {
-            slot.link.store(head, Relaxed);
-            match self
-                .vacated
-                .compare_exchange_weak(head, u64::from(i) + 1, Release, Relaxed)
-            {
-                Ok(_) => return,
-                Err(now) => head = now,
-            }
-        }
-    }
-
-    /// Bytes of the slot array.
-    pub(crate) fn heap_bytes(&self) -> usize {
-        self.all.heap_bytes()
+    pub(crate) fn claim<'a>(&self, slot: &'a Slot, index: u32) -> Option<Vacant<'a>> {
+        let w = slot.word();
+        (w.state() == VACANT && self.owned_here()).then_some(Vacant {
+            slot,
+            index,
+            generation: w.generation(),
+        })
     }
 }
 
@@ -478,70 +375,30 @@ mod tests {
         assert_eq!(std::mem::size_of::<Slot>(), 64);
     }
 
-    fn publish(v: Vacant<'_>) -> u32 {
-        let (i, g) = (v.index, v.generation);
-        v.publish(Word::occupied(g, QUEUED, 0), Work::Once(Box::new(|| {})));
-        i
-    }
-
-    #[test]
-    fn vacated_slots_come_back_to_the_owner() {
-        let slots = Slots::new();
-        let _me = slots.attach().unwrap();
-        let a: Vec<u32> = (0..3).map(|_| publish(slots.alloc().unwrap())).collect();
-        assert_eq!(a, [0, 1, 2]);
-        for i in [1, 0] {
-            let s = slots.get(i);
-            let g = s.word().generation();
-            s.take(g, |w| w.state() == QUEUED, Word::vacated).unwrap();
-            slots.release(i);
-        }
-        let mut back = [
-            publish(slots.alloc().unwrap()),
-            publish(slots.alloc().unwrap()),
-        ];
-        back.sort();
-        assert_eq!(back, [0, 1]);
-        assert_eq!(slots.get(0).word().generation(), 1, "a new generation");
-        assert_eq!(publish(slots.alloc().unwrap()), 3, "then new ones");
-    }
-
-    #[test]
-    fn only_the_owner_allocates_and_frees_elsewhere_reach_it() {
-        let slots = Slots::new();
-        assert!(slots.alloc().is_none(), "no owner yet");
-        let me = slots.attach().unwrap();
-        assert!(slots.attach().is_none(), "one owner at a time");
-        let i = publish(slots.alloc().unwrap());
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                assert!(slots.alloc().is_none(), "not the owner");
-                let g = slots.get(i).word().generation();
-                slots.get(i).take(g, |w| w.state() == QUEUED, Word::vacated);
-                slots.release(i); // pushed on the vacated stack
-            });
-        });
-        assert_eq!(slots.alloc().unwrap().index, i, "back to the owner");
-        slots.detach(me);
-        assert!(slots.alloc().is_none());
-    }
-
-    #[test]
-    fn an_occupied_slot_listed_by_mistake_is_never_handed_out() {
-        let slots = Slots::new();
-        let _me = slots.attach().unwrap();
-        let i = publish(slots.alloc().unwrap());
-        slots.release(i); // a bug elsewhere: the slot is still QUEUED
-        assert_ne!(slots.alloc().unwrap().index, i);
-    }
-
     #[test]
     #[should_panic(expected = "changes the cell's owner")]
     fn a_transition_that_would_take_the_task_is_refused() {
-        let slots = Slots::new();
-        let _me = slots.attach().unwrap();
-        let i = publish(slots.alloc().unwrap());
-        let s = slots.get(i);
-        s.transition(0, |_| true, |w| w.with_state(RUNNING));
+        let mine = Mine::new();
+        let _me = mine.attach().unwrap();
+        let slot = Slot::default();
+        let v = mine.claim(&slot, 0).unwrap();
+        v.publish(Word::occupied(0, QUEUED, 0), Work::Once(Box::new(|| {})));
+        slot.transition(0, |_| true, |w| w.with_state(RUNNING));
+    }
+
+    #[test]
+    fn only_the_owner_claims_and_only_vacant_slots() {
+        let mine = Mine::new();
+        let slot = Slot::default();
+        assert!(mine.claim(&slot, 0).is_none(), "no owner yet");
+        let me = mine.attach().unwrap();
+        assert!(mine.attach().is_none(), "one owner at a time");
+        std::thread::scope(|s| {
+            s.spawn(|| assert!(mine.claim(&slot, 0).is_none(), "not the owner"));
+        });
+        let v = mine.claim(&slot, 0).unwrap();
+        v.publish(Word::occupied(0, QUEUED, 0), Work::Once(Box::new(|| {})));
+        assert!(mine.claim(&slot, 0).is_none(), "occupied");
+        mine.detach(me);
     }
 }

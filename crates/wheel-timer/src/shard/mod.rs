@@ -1,0 +1,314 @@
+//! A shard: the task slots, the ring of unstamped adds and the wheel of one adding thread.
+//!
+//! ## Who writes what
+//!
+//! | data | written by | how |
+//! |------|------------|-----|
+//! | `owner` counters, ring tail, new slots | the owner thread only | plain load + store on atomics |
+//! | ring head, the wheel, `link`, `deadline`, `meant` of stamped tasks, `in_lock` counters | whoever holds `locked`: the owner flushing a full ring, the tick thread collecting, a cancel or reschedule of a task in the wheel, a job re-arming, shutdown | under the lock |
+//! | `next_wake` | lowered by anyone (`fetch_min`); set by whoever consumes the ring | sequentially consistent |
+//! | `remote` counters, the vacated-slot stack | threads other than the owner | atomic read-modify-write |
+//! | slot words | see `word.rs` | compare-and-swap |
+//!
+//! The owner's add takes no lock and writes only its slot and lines no other adding thread
+//! writes; the lock is shared with the tick thread once per tick at most, and with cancels of
+//! tasks already in the wheel.
+//!
+//! ## Never early
+//!
+//! An unstamped record keeps the task's delay. Whoever drains the ring reads the clock *after*
+//! taking the records (the ring's tail is read with acquire ordering, then the clock), so every
+//! drained add happened before that reading, and `reading + delay` is no earlier than the
+//! instant the user meant. Records wait at most `bound` (one tick) for their stamp: `next_wake`
+//! is never later than the owner's last clock reading plus `bound` while the ring holds records.
+
+use std::sync::Weak;
+
+use crossbeam_utils::CachePadded;
+use reaper::Due;
+use timing_wheel::{TimerId, TimingWheel};
+
+mod moves;
+mod stamp;
+
+use crate::core::Core;
+use crate::loom::atomic::{AtomicU64, Ordering::*, fence};
+use crate::loom::{Mutex, MutexGuard};
+use crate::ring::{self, Ring};
+use crate::slot::{OwnerToken, Run};
+use crate::slots::Slots;
+use crate::task::Work;
+use crate::word::{
+    CANCELLED, DUE, PERIODIC, QUEUED, RETURNED, RUNNING, STAMPED, STOP, WAITING, Word,
+};
+
+/// A task found due: what its job needs to find and run it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Fire {
+    pub(crate) shard: u32,
+    pub(crate) slot: u32,
+    pub(crate) generation: u32,
+    /// The instant the user meant, clock ns: lateness is measured from it.
+    pub(crate) meant: u64,
+}
+
+/// A task handed back by shutdown: its deadline (clock ns) and its closure.
+pub(crate) struct Returned {
+    pub(crate) deadline: u64,
+    pub(crate) work: Work,
+}
+
+pub(crate) struct Shard {
+    /// Its id in the process-wide registry.
+    pub(crate) id: u32,
+    pub(crate) slots: Slots,
+    ring: Ring,
+    owner: CachePadded<OwnerSide>,
+    consumer: CachePadded<ConsumerSide>,
+    remote: CachePadded<RemoteSide>,
+    in_lock: CachePadded<LockedCounts>,
+    locked: Mutex<Locked>,
+    /// Longest an unstamped record may wait for its stamp, clock ns (the tick of its timer).
+    bound: AtomicU64,
+    /// The timer the shard belongs to now (it is reused by the next one when that one is gone).
+    core: Mutex<Weak<Core>>,
+}
+
+/// Written by the owner thread only.
+#[derive(Default)]
+struct OwnerSide {
+    /// The owner's latest clock reading: no later than any add it makes until the ring is
+    /// drained again (it then reads the clock anew).
+    reading: AtomicU64,
+    /// `flushes` when `reading` was taken.
+    seen_flushes: AtomicU64,
+    /// Adds allowed before `max_pending` is looked at again.
+    budget: AtomicU64,
+    /// Adds that entered the waiting set (`QUEUED`).
+    added: AtomicU64,
+    /// Adds sent straight to the executor (already due).
+    added_due: AtomicU64,
+    rejected: AtomicU64,
+    /// Cancels of `QUEUED` tasks (they leave the waiting set without the lock) ...
+    cancelled_queued: AtomicU64,
+    /// ... and of tasks in any other state.
+    cancelled_other: AtomicU64,
+}
+
+/// Written by whoever consumes the ring, and lowered by anyone.
+#[derive(Default)]
+struct ConsumerSide {
+    /// See the reaper's ground rules.
+    next_wake: AtomicU64,
+    /// Bumped by every drain of the ring: the owner takes a fresh clock reading when it moved.
+    flushes: AtomicU64,
+}
+
+/// Written by threads other than the owner.
+#[derive(Default)]
+struct RemoteSide {
+    cancelled_queued: AtomicU64,
+    cancelled_other: AtomicU64,
+}
+
+/// Changed only under the lock (load + store), read without it.
+#[derive(Default)]
+struct LockedCounts {
+    /// Tasks that entered the waiting set under the lock (periodic re-arms).
+    entered: AtomicU64,
+    /// Tasks that left the waiting set under the lock (fired, cancelled from the wheel, moved to
+    /// due, handed back by shutdown).
+    left: AtomicU64,
+}
+
+struct Locked {
+    /// Items are ring records of waiting slots.
+    wheel: TimingWheel<u64>,
+    /// Periodic tasks re-armed already due (`DUE`): handed out first by the next collect.
+    overdue: Vec<Due<Fire>>,
+}
+
+/// Adds one to a counter that only one thread (or one lock holder) writes.
+#[inline]
+fn bump(counter: &AtomicU64) {
+    counter.store(counter.load(Relaxed) + 1, Release);
+}
+
+impl Shard {
+    /// A shard for the timer `core` (whose tick is `tick_ns`, wheels `wheel_size` wide).
+    pub(crate) fn new(id: u32, core: Weak<Core>, tick_ns: u64, wheel_size: usize) -> Self {
+        let wheel =
+            TimingWheel::new(tick_ns, wheel_size, 0).expect("the builder validated the wheel");
+        let consumer = ConsumerSide::default();
+        consumer.next_wake.store(u64::MAX, Relaxed);
+        Shard {
+            id,
+            slots: Slots::new(),
+            ring: Ring::new(),
+            owner: CachePadded::default(),
+            consumer: CachePadded::new(consumer),
+            remote: CachePadded::default(),
+            in_lock: CachePadded::default(),
+            locked: Mutex::new(Locked {
+                wheel,
+                overdue: Vec::new(),
+            }),
+            bound: AtomicU64::new(tick_ns),
+            core: Mutex::new(core),
+        }
+    }
+
+    /// Gives a spare shard, whose last timer is gone, to the timer `core`: a fresh wheel, zero
+    /// counts, an empty ring. Its slots stay as they are (vacant, or pinned by an old handle to
+    /// a task that is final).
+    pub(crate) fn adopt(&self, core: Weak<Core>, tick_ns: u64, wheel_size: usize) {
+        let mut locked = self.locked.lock();
+        locked.wheel =
+            TimingWheel::new(tick_ns, wheel_size, 0).expect("the builder validated the wheel");
+        locked.overdue.clear();
+        self.ring.clear(); // records of adds that raced the old timer's shutdown
+        for c in [
+            &self.owner.added,
+            &self.owner.added_due,
+            &self.owner.rejected,
+            &self.owner.cancelled_queued,
+            &self.owner.cancelled_other,
+            &self.owner.budget,
+            &self.remote.cancelled_queued,
+            &self.remote.cancelled_other,
+            &self.in_lock.entered,
+            &self.in_lock.left,
+        ] {
+            c.store(0, Relaxed);
+        }
+        self.consumer.next_wake.store(u64::MAX, SeqCst);
+        self.bound.store(tick_ns, Relaxed);
+        *self.core.lock() = core;
+    }
+
+    /// The timer the shard belongs to, if it is still there.
+    pub(crate) fn core(&self) -> Option<std::sync::Arc<Core>> {
+        self.core.lock().upgrade()
+    }
+
+    // ----- ownership -----
+
+    /// Makes this thread the owner (`None` if the shard has one).
+    pub(crate) fn attach(&self) -> Option<OwnerToken> {
+        self.slots.attach()
+    }
+
+    /// The owner leaves; the shard waits for the next one, its tasks where they are.
+    pub(crate) fn detach(&self, token: OwnerToken) {
+        self.slots.detach(token);
+    }
+
+    #[inline(always)]
+    fn on_owner_thread(&self) -> bool {
+        self.slots.owned_here()
+    }
+
+    // ----- the owner's side of an add -----
+
+    /// The owner's clock reading, read again if the ring has been drained since it was taken.
+    #[inline]
+    pub(crate) fn reading(&self, clock: &dyn reaper::Clock) -> u64 {
+        let flushes = self.consumer.flushes.load(Acquire);
+        if flushes == self.owner.seen_flushes.load(Relaxed) {
+            self.owner.reading.load(Relaxed)
+        } else {
+            self.read(clock)
+        }
+    }
+
+    /// A fresh clock reading for the owner, remembered with the drain count it follows.
+    pub(crate) fn read(&self, clock: &dyn reaper::Clock) -> u64 {
+        let flushes = self.consumer.flushes.load(Acquire);
+        let now = clock.now();
+        self.owner.seen_flushes.store(flushes, Relaxed);
+        self.owner.reading.store(now, Relaxed);
+        now
+    }
+
+    /// `max_pending`: takes one add from the owner's budget, refilling it from the whole timer's
+    /// count (`pending`) when it is spent. False if the timer is full.
+    #[inline]
+    pub(crate) fn admit(&self, max: u64, batch: u64, pending: impl FnOnce() -> u64) -> bool {
+        let mut budget = self.owner.budget.load(Relaxed);
+        if budget == 0 {
+            let pending = pending();
+            if pending >= max {
+                return false;
+            }
+            budget = (max - pending).min(batch);
+        }
+        self.owner.budget.store(budget - 1, Relaxed);
+        true
+    }
+
+    #[inline]
+    pub(crate) fn count_added(&self, waiting: bool) {
+        bump(if waiting {
+            &self.owner.added
+        } else {
+            &self.owner.added_due
+        });
+    }
+
+    pub(crate) fn count_rejected(&self) {
+        bump(&self.owner.rejected);
+    }
+
+    /// Owner only: records an unstamped add. False if the ring is full (flush, then retry).
+    #[inline]
+    pub(crate) fn push(&self, slot: u32, generation: u32) -> bool {
+        self.ring.push(ring::record(slot, generation))
+    }
+
+    /// Owner only, after a push and a fence: makes sure the tick thread stamps the ring within
+    /// `bound` of the owner's latest clock reading (no later than the add). Returns the time the
+    /// tick thread must wake by if it lowered `next_wake`.
+    #[inline]
+    pub(crate) fn cover(&self) -> Option<u64> {
+        let by = self
+            .owner
+            .reading
+            .load(Relaxed)
+            .saturating_add(self.bound.load(Relaxed));
+        (self.consumer.next_wake.load(Relaxed) > by).then(|| {
+            self.consumer.next_wake.fetch_min(by, SeqCst);
+            by
+        })
+    }
+
+    // ----- counts -----
+
+    /// Tasks waiting for their deadline (`QUEUED` or `WAITING`). Exact when no operation on the
+    /// shard is in flight; each operation updates it before it returns.
+    pub(crate) fn pending(&self) -> u64 {
+        let into = self.owner.added.load(Acquire) + self.in_lock.entered.load(Acquire);
+        let out = self.in_lock.left.load(Acquire)
+            + self.owner.cancelled_queued.load(Acquire)
+            + self.remote.cancelled_queued.load(Acquire);
+        into.saturating_sub(out)
+    }
+
+    /// `(added, rejected, cancelled)`.
+    pub(crate) fn counts(&self) -> (u64, u64, u64) {
+        (
+            self.owner.added.load(Acquire) + self.owner.added_due.load(Acquire),
+            self.owner.rejected.load(Acquire),
+            self.owner.cancelled_queued.load(Acquire)
+                + self.owner.cancelled_other.load(Acquire)
+                + self.remote.cancelled_queued.load(Relaxed)
+                + self.remote.cancelled_other.load(Relaxed),
+        )
+    }
+
+    /// Bytes the shard holds besides the tasks' own closures: slots, ring, wheel.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.slots.heap_bytes()
+            + ring::CAPACITY as usize * std::mem::size_of::<u64>()
+            + self.locked.lock().wheel.heap_bytes()
+    }
+}

@@ -1,0 +1,173 @@
+//! Moves of a task through a handle or its job: cancel, reschedule, and re-arming a periodic
+//! task. A task already in the wheel is moved under the shard lock; one still in the ring needs
+//! only its slot word.
+
+use reaper::{Clock, Due};
+
+use super::*;
+
+impl Shard {
+    /// Stops the task in slot `i` (pinned by the caller's handle): true iff this call stopped it
+    /// from running (again). The closure is dropped before returning, outside every lock.
+    #[inline]
+    pub(crate) fn cancel(&self, i: u32) -> bool {
+        let s = self.slots.get(i);
+        let generation = s.word().generation();
+        // The common case: a task not yet stamped. Its closure is dropped where it lies.
+        if s.discard(
+            generation,
+            |w| w.state() == QUEUED,
+            |w| w.with_state(CANCELLED),
+        )
+        .is_some()
+        {
+            self.count_cancel(true);
+            return true;
+        }
+        self.cancel_slow(i, generation)
+    }
+
+    #[inline(never)]
+    fn cancel_slow(&self, i: u32, generation: u32) -> bool {
+        let s = self.slots.get(i);
+        loop {
+            let w = s.word();
+            if w.generation() != generation {
+                return false;
+            }
+            match w.state() {
+                QUEUED | DUE => {
+                    debug_assert!(w.handles() > 0, "cancel comes through a handle");
+                    if let Some((old, task)) = s.take(
+                        generation,
+                        |w| matches!(w.state(), QUEUED | DUE),
+                        |w| w.with_state(CANCELLED),
+                    ) {
+                        self.count_cancel(old.state() == QUEUED);
+                        drop(task);
+                        return true;
+                    }
+                }
+                WAITING => {
+                    let mut locked = self.locked.lock();
+                    let Some((_, task)) = s.take(
+                        generation,
+                        |w| w.state() == WAITING,
+                        |w| w.with_state(CANCELLED),
+                    ) else {
+                        continue; // it moved meanwhile (fired, say): look again
+                    };
+                    locked.wheel.cancel(TimerId::from_raw(s.link.load(Relaxed)));
+                    bump(&self.in_lock.left);
+                    drop(locked);
+                    self.count_cancel(false);
+                    drop(task);
+                    return true;
+                }
+                RUNNING if w.has(PERIODIC) && !w.has(STOP) => {
+                    if s.transition(
+                        generation,
+                        |w| w.state() == RUNNING && !w.has(STOP),
+                        |w| w.with(STOP),
+                    )
+                    .is_some()
+                    {
+                        self.count_cancel(false);
+                        return true;
+                    }
+                }
+                _ => return false,
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn count_cancel(&self, queued: bool) {
+        if self.on_owner_thread() {
+            bump(if queued {
+                &self.owner.cancelled_queued
+            } else {
+                &self.owner.cancelled_other
+            });
+        } else if queued {
+            self.remote.cancelled_queued.fetch_add(1, Relaxed);
+        } else {
+            self.remote.cancelled_other.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Gives the waiting task in slot `i` the deadline `now + delay`: true if it was waiting and
+    /// now has it. A deadline already come sends it to the executor at once (`due`).
+    pub(crate) fn reschedule(
+        &self,
+        i: u32,
+        clock: &dyn Clock,
+        now: u64,
+        delay: u64,
+        due: &mut Vec<Due<Fire>>,
+    ) -> Option<u64> {
+        let s = self.slots.get(i);
+        let generation = s.word().generation();
+        let mut locked = self.locked.lock();
+        if s.word().is(generation, QUEUED) {
+            // Stamp it (and the ring with it) first: it then has a place in the wheel to move.
+            let drained = self.drain_ring(&mut locked, clock, due);
+            self.publish_next_wake(&locked, now, drained);
+        }
+        if !s.word().is(generation, WAITING) {
+            return None;
+        }
+        let deadline = now.saturating_add(delay);
+        let id = TimerId::from_raw(s.link.load(Relaxed));
+        if deadline <= now {
+            s.transition(generation, |w| w.state() == WAITING, |w| w.with_state(DUE))?;
+            locked.wheel.cancel(id);
+            bump(&self.in_lock.left);
+            s.deadline.store(deadline, Relaxed);
+            s.meant.store(deadline, Relaxed);
+            due.push(self.fire(i, generation, deadline, deadline));
+            return Some(u64::MAX);
+        }
+        s.deadline.store(deadline, Relaxed);
+        s.meant.store(deadline, Relaxed);
+        let moved = locked.wheel.reschedule(id, deadline);
+        debug_assert!(moved, "a WAITING task is in the wheel");
+        Some(self.lower_next_wake(&locked))
+    }
+
+    /// Puts a periodic task back for its run at `next` (from its job, through its hold on the
+    /// task): into the wheel, or, if the wheel's clock has passed `next`, onto the list the tick
+    /// thread hands out first at its next turn (so a task that is always behind takes turns with
+    /// the other due tasks instead of re-queuing itself on the pool's local queue). Fails,
+    /// handing back the hold and the work, if a cancel asked the task to stop. Returns the time
+    /// the tick thread must wake by.
+    pub(crate) fn rearm<'a>(
+        &self,
+        run: Run<'a>,
+        fire: Fire,
+        next: u64,
+        work: Work,
+    ) -> Result<u64, (Run<'a>, Work)> {
+        let s = run.slot();
+        let mut locked = self.locked.lock();
+        let to_due = next <= locked.wheel.now();
+        s.deadline.store(next, Relaxed);
+        s.meant.store(next, Relaxed);
+        run.park(work, if to_due { DUE } else { WAITING })?;
+        if to_due {
+            locked
+                .overdue
+                .push(self.fire(fire.slot, fire.generation, next, next));
+            self.consumer.next_wake.fetch_min(0, SeqCst);
+            return Ok(0);
+        }
+        let rec = ring::record(fire.slot, fire.generation);
+        let id = locked
+            .wheel
+            .insert(next, rec)
+            .unwrap_or_else(|_| unreachable!("deadline after the wheel's clock"));
+        s.link.store(id.into_raw(), Relaxed);
+        bump(&self.in_lock.entered);
+        Ok(self.lower_next_wake(&locked))
+    }
+}

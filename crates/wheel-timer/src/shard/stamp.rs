@@ -1,0 +1,212 @@
+//! The consumer's side of a shard: draining the ring into the wheel (stamping deadlines),
+//! collecting what is due for the tick thread, and `next_wake`; and shutdown's drain.
+
+use reaper::{Clock, Due};
+
+use super::*;
+
+impl Shard {
+    /// Drains the ring now, and then files `extra` (a record whose deadline is already stamped)
+    /// the same way. Used by the owner (a full ring, a short delay) with the ring's producer side
+    /// idle. Due items are appended to `due`; returns the new `next_wake`.
+    #[cold]
+    pub(crate) fn flush_now(
+        &self,
+        clock: &dyn Clock,
+        extra: Option<u64>,
+        due: &mut Vec<Due<Fire>>,
+    ) -> u64 {
+        let mut locked = self.locked.lock();
+        self.drain_ring(&mut locked, clock, due);
+        self.owner
+            .seen_flushes
+            .store(self.consumer.flushes.load(Relaxed), Relaxed);
+        if let Some(rec) = extra {
+            let (i, generation) = ring::split(rec);
+            if self.slots.get(i).word().is(generation, QUEUED) {
+                self.stamp(&mut locked, rec, 0, due); // stamped: `now` is not used
+            }
+        }
+        // The ring is empty and its only producer is here: the wheel says it all.
+        let next = locked.wheel.next_expiration().unwrap_or(u64::MAX);
+        self.consumer.next_wake.store(next, SeqCst);
+        next
+    }
+
+    /// Takes every record out of the ring and files each still-`QUEUED` task: into the wheel, or
+    /// into `due` if the wheel's clock has passed its deadline. Unstamped deadlines are stamped
+    /// from a clock reading taken after the ring's tail was read, so after every add it drains.
+    /// Returns the number of records drained.
+    pub(super) fn drain_ring(
+        &self,
+        locked: &mut MutexGuard<'_, Locked>,
+        clock: &dyn Clock,
+        due: &mut Vec<Due<Fire>>,
+    ) -> usize {
+        let batch = self.ring.published();
+        let drained = batch.1.wrapping_sub(batch.0) as usize;
+        if drained == 0 {
+            return 0;
+        }
+        let now = clock.now();
+        self.ring.consume(batch, |rec| {
+            let (i, generation) = ring::split(rec);
+            // Most records of a busy shard were cancelled already: skip them without a call.
+            if self.slots.get(i).word().is(generation, QUEUED) {
+                self.stamp(locked, rec, now, due);
+            }
+        });
+        self.consumer.flushes.fetch_add(1, Release);
+        drained
+    }
+
+    /// Files one `QUEUED` record (see `drain_ring`).
+    #[inline(never)]
+    fn stamp(&self, locked: &mut Locked, rec: u64, now: u64, due: &mut Vec<Due<Fire>>) {
+        let (i, generation) = ring::split(rec);
+        let s = self.slots.get(i);
+        let w = s.word();
+        if !w.is(generation, QUEUED) {
+            return; // cancelled, rolled back or returned since: nothing to file
+        }
+        let (deadline, meant) = if w.has(STAMPED) {
+            (s.deadline.load(Relaxed), s.meant.load(Relaxed))
+        } else {
+            let delay = s.deadline.load(Relaxed);
+            (
+                now.saturating_add(delay),
+                s.meant.load(Relaxed).saturating_add(delay),
+            )
+        };
+        s.deadline.store(deadline, Relaxed);
+        s.meant.store(meant, Relaxed);
+        if deadline <= locked.wheel.now() {
+            if s.transition(generation, |w| w.state() == QUEUED, |w| w.with_state(DUE))
+                .is_some()
+            {
+                bump(&self.in_lock.left);
+                due.push(self.fire(i, generation, deadline, meant));
+            }
+        } else if s
+            .transition(
+                generation,
+                |w| w.state() == QUEUED,
+                |w| w.with_state(WAITING),
+            )
+            .is_some()
+        {
+            let id = locked
+                .wheel
+                .insert(deadline, rec)
+                .unwrap_or_else(|_| unreachable!("deadline after the wheel's clock"));
+            s.link.store(id.into_raw(), Relaxed);
+        }
+    }
+
+    #[inline]
+    pub(crate) fn fire(&self, slot: u32, generation: u32, deadline: u64, meant: u64) -> Due<Fire> {
+        Due {
+            deadline,
+            item: Fire {
+                shard: self.id,
+                slot,
+                generation,
+                meant,
+            },
+        }
+    }
+
+    /// Lowers `next_wake` to the wheel's next expiration (under the lock); returns it.
+    pub(super) fn lower_next_wake(&self, locked: &Locked) -> u64 {
+        let next = locked.wheel.next_expiration().unwrap_or(u64::MAX);
+        self.consumer.next_wake.fetch_min(next, SeqCst);
+        next
+    }
+
+    /// Sets `next_wake` after draining the ring (under the lock): the wheel's next expiration,
+    /// or sooner if records arrived meanwhile. Storing may overwrite an owner's `fetch_min` for
+    /// such a record, so the ring is looked at afterwards: any record the store did not account
+    /// for is either seen here or its owner sees the new value and lowers it again.
+    ///
+    /// While adds keep coming (this drain found records), the tick thread keeps looking once a
+    /// tick: otherwise the next add after every drain would have to wake it. It stops one tick
+    /// after the adds stop.
+    pub(super) fn publish_next_wake(&self, locked: &Locked, now: u64, drained: usize) {
+        let mut next = locked.wheel.next_expiration().unwrap_or(u64::MAX);
+        let bound = self.bound.load(Relaxed);
+        if drained > 0 {
+            next = next.min(now.saturating_add(bound));
+        }
+        self.consumer.next_wake.store(next, SeqCst);
+        fence(SeqCst); // the other half of the handshake in `add.rs`
+        if !self.ring.is_empty() {
+            self.consumer
+                .next_wake
+                .fetch_min(now.saturating_add(bound), SeqCst);
+        }
+    }
+
+    /// Hands back every task not yet running (`QUEUED`, `WAITING`, `DUE`), with its deadline
+    /// (stamped with `now` if it had none yet), and empties the wheel and the ring.
+    pub(crate) fn drain(&self, now: u64, out: &mut Vec<Returned>) {
+        let mut locked = self.locked.lock();
+        self.ring.clear(); // the scan below finds their slots
+        for i in 0..self.slots.len() {
+            let s = self.slots.get(i);
+            // Sequentially consistent: the other half of the add's handshake (see `add.rs`).
+            let generation = Word(s.word.load(SeqCst)).generation();
+            let Some((old, work)) = s.take(
+                generation,
+                |w| matches!(w.state(), QUEUED | WAITING | DUE),
+                |w| w.finished(RETURNED),
+            ) else {
+                continue;
+            };
+            let deadline = if old.state() == QUEUED && !old.has(STAMPED) {
+                now.saturating_add(s.deadline.load(Relaxed))
+            } else {
+                s.deadline.load(Relaxed)
+            };
+            out.push(Returned { deadline, work });
+            if old.state() != DUE {
+                bump(&self.in_lock.left);
+            }
+            if old.handles() == 0 {
+                self.slots.release(i);
+            }
+        }
+        let _ = locked.wheel.drain();
+        locked.overdue.clear(); // their slots were DUE: returned by the scan above
+        self.consumer.next_wake.store(u64::MAX, SeqCst);
+    }
+}
+
+impl reaper::Shard for Shard {
+    type Item = Fire;
+
+    fn next_wake(&self) -> u64 {
+        self.consumer.next_wake.load(SeqCst)
+    }
+
+    fn collect(&self, clock: &dyn Clock, now: u64, due: &mut Vec<Due<Fire>>) {
+        let mut locked = self.locked.lock();
+        due.append(&mut locked.overdue);
+        let drained = self.drain_ring(&mut locked, clock, due);
+        locked.wheel.advance(now, |rec| {
+            let (i, generation) = ring::split(rec);
+            let s = self.slots.get(i);
+            if s.transition(generation, |w| w.state() == WAITING, |w| w.with_state(DUE))
+                .is_some()
+            {
+                bump(&self.in_lock.left);
+                due.push(self.fire(
+                    i,
+                    generation,
+                    s.deadline.load(Relaxed),
+                    s.meant.load(Relaxed),
+                ));
+            }
+        });
+        self.publish_next_wake(&locked, now, drained);
+    }
+}

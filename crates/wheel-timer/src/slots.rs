@@ -1,0 +1,202 @@
+//! A shard's slots: a never-moving array, the owner's free list, and a stack for slots vacated
+//! on other threads.
+
+use crossbeam_utils::CachePadded;
+
+use crate::chunked::{Chunked, MAX_INDEX};
+use crate::loom::atomic::{AtomicU32, AtomicU64, Ordering::*};
+use crate::slot::{Mine, OwnerToken, Slot, Vacant};
+
+/// A shard's slots. The owner thread allocates; any thread may vacate.
+pub(crate) struct Slots {
+    all: Chunked<Slot>,
+    /// Slots created so far; written by the owner (sequentially consistent, after the slot
+    /// exists), read by scans (shutdown).
+    len: CachePadded<AtomicU32>,
+    /// Head of the stack of slots vacated on other threads: slot index + 1, 0 if empty. Any
+    /// thread pushes; only the owner pops, all at once.
+    vacated: CachePadded<AtomicU64>,
+    /// The owner's side: touched only by the thread whose key is in `owner`.
+    mine: CachePadded<Mine>,
+}
+
+impl Slots {
+    pub(crate) fn new() -> Self {
+        Slots {
+            all: Chunked::new(),
+            len: CachePadded::new(AtomicU32::new(0)),
+            vacated: CachePadded::new(AtomicU64::new(0)),
+            mine: CachePadded::new(Mine::new()),
+        }
+    }
+
+    /// Makes this thread the owner, if the shard has none.
+    pub(crate) fn attach(&self) -> Option<OwnerToken> {
+        self.mine.attach()
+    }
+
+    /// Gives the shard up (its free list stays for the next owner).
+    pub(crate) fn detach(&self, token: OwnerToken) {
+        self.mine.detach(token);
+    }
+
+    /// True on the thread that owns the shard.
+    #[inline(always)]
+    pub(crate) fn owned_here(&self) -> bool {
+        self.mine.owned_here()
+    }
+
+    /// The slot at `i`, which this shard created.
+    #[inline(always)]
+    pub(crate) fn get(&self, i: u32) -> &Slot {
+        self.all
+            .get(i as usize)
+            .expect("slot indexes come from this shard")
+    }
+
+    /// Slots created so far (every index below it is valid).
+    pub(crate) fn len(&self) -> u32 {
+        self.len.load(SeqCst)
+    }
+
+    /// A vacant slot, for the owner thread only: from its free list, refilled from the vacated
+    /// stack, or a new one. `None` on any other thread, or once the shard holds `u32::MAX` slots.
+    #[inline]
+    pub(crate) fn alloc(&self) -> Option<Vacant<'_>> {
+        loop {
+            let i = self.mine.with_free(|free| free.pop())?;
+            let i = match i {
+                Some(i) => i,
+                None => self.refill()?,
+            };
+            // Only vacant slots are ever listed; `claim` checks anyway (that is what keeps
+            // `publish` sound), so a slot listed by mistake is skipped.
+            if let Some(vacant) = self.mine.claim(self.get(i), i) {
+                return Some(vacant);
+            }
+        }
+    }
+
+    /// The owner's free list is empty: take back the slots vacated elsewhere, or make a new one.
+    #[cold]
+    fn refill(&self) -> Option<u32> {
+        let mut head = self.vacated.swap(0, Acquire);
+        if head == 0 {
+            return self.grow();
+        }
+        let first = (head - 1) as u32;
+        head = self.get(first).link.load(Relaxed);
+        self.mine.with_free(|free| {
+            while head != 0 {
+                let i = (head - 1) as u32;
+                head = self.get(i).link.load(Relaxed);
+                free.push(i);
+            }
+        });
+        Some(first)
+    }
+
+    fn grow(&self) -> Option<u32> {
+        let i = self.len.load(Relaxed);
+        if i == u32::MAX || i as usize > MAX_INDEX {
+            return None;
+        }
+        self.all.get_or_grow(i as usize)?;
+        self.len.store(i + 1, SeqCst);
+        Some(i)
+    }
+
+    /// Gives back slot `i`, whose word the caller just vacated. Any thread: the owner keeps it
+    /// in its free list, others push it on the vacated stack.
+    #[inline]
+    pub(crate) fn release(&self, i: u32) {
+        if self.mine.with_free(|free| free.push(i)).is_none() {
+            self.release_elsewhere(i);
+        }
+    }
+
+    #[cold]
+    fn release_elsewhere(&self, i: u32) {
+        let slot = self.get(i);
+        let mut head = self.vacated.load(Relaxed);
+        loop {
+            slot.link.store(head, Relaxed);
+            match self
+                .vacated
+                .compare_exchange_weak(head, u64::from(i) + 1, Release, Relaxed)
+            {
+                Ok(_) => return,
+                Err(now) => head = now,
+            }
+        }
+    }
+
+    /// Bytes of the slot array.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.all.heap_bytes()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::task::Work;
+    use crate::word::{QUEUED, Word};
+
+    fn publish(v: Vacant<'_>) -> u32 {
+        let (i, g) = (v.index, v.generation);
+        v.publish(Word::occupied(g, QUEUED, 0), Work::Once(Box::new(|| {})));
+        i
+    }
+
+    fn vacate(slots: &Slots, i: u32) {
+        let s = slots.get(i);
+        let g = s.word().generation();
+        s.take(g, |w| w.state() == QUEUED, Word::vacated).unwrap();
+        slots.release(i);
+    }
+
+    #[test]
+    fn vacated_slots_come_back_to_the_owner() {
+        let slots = Slots::new();
+        let _me = slots.attach().unwrap();
+        let a: Vec<u32> = (0..3).map(|_| publish(slots.alloc().unwrap())).collect();
+        assert_eq!(a, [0, 1, 2]);
+        vacate(&slots, 1);
+        vacate(&slots, 0);
+        let mut back = [
+            publish(slots.alloc().unwrap()),
+            publish(slots.alloc().unwrap()),
+        ];
+        back.sort();
+        assert_eq!(back, [0, 1]);
+        assert_eq!(slots.get(0).word().generation(), 1, "a new generation");
+        assert_eq!(publish(slots.alloc().unwrap()), 3, "then new ones");
+    }
+
+    #[test]
+    fn only_the_owner_allocates_and_frees_elsewhere_reach_it() {
+        let slots = Slots::new();
+        assert!(slots.alloc().is_none(), "no owner yet");
+        let me = slots.attach().unwrap();
+        let i = publish(slots.alloc().unwrap());
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                assert!(slots.alloc().is_none(), "not the owner");
+                vacate(&slots, i); // pushed on the vacated stack
+            });
+        });
+        assert_eq!(slots.alloc().unwrap().index, i, "back to the owner");
+        slots.detach(me);
+        assert!(slots.alloc().is_none());
+    }
+
+    #[test]
+    fn an_occupied_slot_listed_by_mistake_is_never_handed_out() {
+        let slots = Slots::new();
+        let _me = slots.attach().unwrap();
+        let i = publish(slots.alloc().unwrap());
+        slots.release(i); // a bug elsewhere: the slot is still QUEUED
+        assert_ne!(slots.alloc().unwrap().index, i);
+    }
+}
