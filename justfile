@@ -31,11 +31,11 @@ bench-quick:
 criterion:
     cargo bench -p wheel-benches
 
-# Model checking with loom: every interleaving of the task-fate races (about 7 minutes).
+# Model checking with loom, deeper than CI: at most 4 preemptions per interleaving (long).
 loom:
-    RUSTFLAGS="--cfg loom" cargo test --release -p wheel-timer --test loom
+    RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=4 cargo test --release -p wheel-timer --test loom
 
-# The same with at most 3 preemptions per interleaving, as CI runs it (seconds).
+# The same with at most 3 preemptions per interleaving, as CI runs it (about 8 minutes).
 loom-bounded:
     RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release -p wheel-timer --test loom
 

@@ -6,7 +6,10 @@ use std::thread::available_parallelism;
 use std::time::{Duration, Instant};
 
 use executor::{Executor, PoolError, RayonExecutor};
-use reaper::{Clock, ManualClock, RealClock, duration_to_ns};
+use reaper::{Clock, RealClock, duration_to_ns};
+
+#[cfg(doc)]
+use reaper::ManualClock;
 use timing_wheel::TimingWheel;
 
 use crate::core::{Config, Core};
@@ -25,7 +28,7 @@ pub struct TimerBuilder {
     threads: Option<usize>,
     max_pending: Option<usize>,
     name: String,
-    clock: Option<ManualClock>,
+    clock: Option<Arc<dyn Clock>>,
     executor: Option<Arc<dyn Executor>>,
     on_panic: Option<Hook>,
 }
@@ -99,13 +102,14 @@ impl TimerBuilder {
         self
     }
 
-    /// Drive the timer from a [`ManualClock`] instead of the real one: the same tick thread and
-    /// wheel, with time moved by the test, and every deadline stamped exactly at its add.
-    /// `Task::at` instants are read against the instant the timer is built, which stands for
-    /// the manual clock's reading at that moment (manual time `t` is the instant
+    /// Drive the timer from `clock` instead of the real one: usually a [`ManualClock`], the
+    /// same tick thread and wheels with time moved by the test. On a clock that does not follow
+    /// real time ([`Clock::follows_real_time`]) every deadline is stamped exactly at its add.
+    /// `Task::at` instants are read against the instant the timer is built, which stands for the
+    /// clock's reading at that moment (clock time `t` is the instant
     /// `build instant + (t - reading at build)`).
-    pub fn clock(mut self, clock: ManualClock) -> Self {
-        self.clock = Some(clock);
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(Arc::new(clock));
         self
     }
 
@@ -153,12 +157,14 @@ impl TimerBuilder {
             }
         };
         let (clock, origin): (Arc<dyn Clock>, Instant) = match self.clock {
-            Some(manual) => {
-                // Manual time t stands for the instant `origin + t`; the clock may have been
+            Some(clock) => {
+                // Clock time t stands for the instant `origin + t`; the clock may have been
                 // moved before the timer was built.
                 let now = Instant::now();
-                let origin = now.checked_sub(manual.elapsed()).unwrap_or(now);
-                (Arc::new(manual), origin)
+                let origin = now
+                    .checked_sub(Duration::from_nanos(clock.now()))
+                    .unwrap_or(now);
+                (clock, origin)
             }
             None => {
                 let real = RealClock::new();

@@ -65,7 +65,7 @@ pub use error::{AddError, BuildError};
 pub use executor::{Executor, InlineExecutor, Job, RayonExecutor};
 pub use handle::TimerHandle;
 pub use job::{BURST, MAX_CATCH_UP};
-pub use reaper::ManualClock;
+pub use reaper::{Clock, Driver, ManualClock, RealClock};
 pub use stats::Stats;
 pub use task::{MisfirePolicy, Task};
 pub use timer::Timer;

@@ -1,25 +1,106 @@
-//! Model checking of the concurrency protocol with `loom`: every interleaving (up to the
-//! preemption bound) of the races that decide a task's fate. Built only with `--cfg loom`:
+//! Model checking of the timer's protocol with `loom`: every interleaving (up to the preemption
+//! bound) of the races that decide a task's fate. Built only with `--cfg loom`:
 //!
 //! ```sh
 //! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p wheel-timer --test loom
 //! ```
 //!
-//! (`just loom`). Under `cfg(loom)` the reaper's and the timer's locks, condition variables,
-//! atomics, thread-locals and threads are loom's (see `reaper::sync`), so this is the real code:
-//! a real `Timer` with its tick thread, driven by a `ManualClock`, tasks run by the inline
-//! executor on the tick thread.
+//! (`just loom-bounded`; `just loom` for 3 preemptions). Under `cfg(loom)` the timer's and the tick
+//! thread's locks, condition variables, atomics, cells, thread-locals and threads are loom's (each
+//! crate's private `loom` module), so this is the real code: a real `Timer` with its tick thread,
+//! tasks run by the inline executor on the tick thread (or on the adding thread when due at once).
+//!
+//! Two clocks: [`ManualClock`] (it stands still between moves, so every add is stamped at once
+//! and filed in the wheel under the shard lock) and [`StepClock`], which moves by itself on every
+//! read, so adds go through the lock-free ring and are stamped in batches by whoever drains it:
+//! the path the real clock takes.
 #![cfg(loom)]
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
-use wheel_timer::{InlineExecutor, ManualClock, Task, Timer};
+use wheel_timer::{Clock, Driver, InlineExecutor, ManualClock, MisfirePolicy, Task, Timer};
 
 const MS: Duration = Duration::from_millis(1);
+const NS_PER_MS: u64 = 1_000_000;
 
-fn timer(clock: &ManualClock) -> Timer {
+/// A clock that follows "real time" (so the timer stamps in batches) where time is a counter the
+/// model moves: while stepping, every read moves it one tick (1 ms, so an early stamp shows even
+/// after deadlines are rounded up to the tick); [`StepClock::set`] stops the stepping and, like
+/// `ManualClock::advance`, waits until the tick thread has handed out everything due by then.
+#[derive(Clone)]
+struct StepClock(Arc<StepInner>);
+
+struct StepInner {
+    now: loom::sync::atomic::AtomicU64,
+    stepping: loom::sync::atomic::AtomicBool,
+    driver: loom::sync::Mutex<Option<Weak<dyn Driver>>>,
+}
+
+impl StepClock {
+    fn new() -> Self {
+        StepClock(Arc::new(StepInner {
+            now: loom::sync::atomic::AtomicU64::new(0),
+            stepping: loom::sync::atomic::AtomicBool::new(true),
+            driver: loom::sync::Mutex::new(None),
+        }))
+    }
+
+    /// Stops stepping, moves the clock to `t` (never back) and waits for the tick thread.
+    fn set(&self, t: u64) {
+        self.0.stepping.store(false, SeqCst);
+        let now = self.0.now.fetch_max(t, SeqCst).max(t);
+        self.kick(now);
+    }
+
+    /// Makes the tick thread look now (and wait for it), without moving the clock.
+    fn kick(&self, now: u64) {
+        let driver = self
+            .0
+            .driver
+            .lock()
+            .unwrap()
+            .as_ref()
+            .and_then(Weak::upgrade);
+        if let Some(driver) = driver {
+            driver.catch_up(now);
+        }
+    }
+}
+
+impl Clock for StepClock {
+    fn now(&self) -> u64 {
+        if self.0.stepping.load(SeqCst) {
+            self.0.now.fetch_add(NS_PER_MS, SeqCst) + NS_PER_MS
+        } else {
+            self.0.now.load(SeqCst)
+        }
+    }
+
+    fn instant_of(&self, _t: u64) -> Option<Instant> {
+        None // the model moves time; the tick thread waits to be woken
+    }
+
+    fn follows_real_time(&self) -> bool {
+        true
+    }
+
+    fn attach(&self, driver: Weak<dyn Driver>) {
+        *self.0.driver.lock().unwrap() = Some(driver);
+    }
+}
+
+fn manual(clock: &ManualClock) -> Timer {
+    Timer::builder()
+        .clock(clock.clone())
+        .executor(Arc::new(InlineExecutor::new()))
+        .build()
+        .unwrap()
+}
+
+fn stepping(clock: &StepClock) -> Timer {
+    // (A ManualClock-style driver: `set` and `kick` wait for the tick thread's turn.)
     Timer::builder()
         .clock(clock.clone())
         .executor(Arc::new(InlineExecutor::new()))
@@ -34,12 +115,13 @@ fn counting(runs: &Arc<AtomicUsize>) -> impl FnMut() + Send + 'static {
     }
 }
 
-/// `cancel` on another thread races the tick thread firing the task: exactly one wins.
+/// `cancel` on another thread races the tick thread firing the task: exactly one wins, and the
+/// task never runs after `cancel` returned true.
 #[test]
 fn cancel_races_fire() {
     loom::model(|| {
         let clock = ManualClock::new();
-        let timer = timer(&clock);
+        let timer = manual(&clock);
         let runs = Arc::new(AtomicUsize::new(0));
         let handle = timer
             .add_or_submit(Task::after(MS, counting(&runs)))
@@ -62,7 +144,7 @@ fn cancel_races_fire() {
 fn reschedule_races_fire() {
     loom::model(|| {
         let clock = ManualClock::new();
-        let timer = timer(&clock);
+        let timer = manual(&clock);
         let runs = Arc::new(AtomicUsize::new(0));
         let handle = timer
             .add_or_submit(Task::after(MS, counting(&runs)))
@@ -81,13 +163,14 @@ fn reschedule_races_fire() {
     });
 }
 
-/// An add (of a task already due and of a later one) races `shutdown`: every accepted task runs
-/// or comes back; a refused one is handed back by the error.
+/// Adds (one due at once, one later) race `shutdown`: every accepted task runs or comes back; a
+/// refused one is handed back by the error. The add publishes its slot and then reads the
+/// lifecycle; shutdown moves the lifecycle and then scans the slots.
 #[test]
 fn add_races_shutdown() {
     loom::model(|| {
         let clock = ManualClock::new();
-        let timer = Arc::new(timer(&clock));
+        let timer = Arc::new(manual(&clock));
         let runs = Arc::new(AtomicUsize::new(0));
         let (t, r) = (timer.clone(), runs.clone());
         let adder = loom::thread::spawn(move || {
@@ -103,13 +186,133 @@ fn add_races_shutdown() {
     });
 }
 
+/// An unstamped add (through the ring) races shutdown: the same promise on the batched path.
+#[test]
+fn batched_add_races_shutdown() {
+    loom::model(|| {
+        let clock = StepClock::new();
+        let timer = Arc::new(stepping(&clock));
+        let runs = Arc::new(AtomicUsize::new(0));
+        let (t, r) = (timer.clone(), runs.clone());
+        let adder = loom::thread::spawn(move || {
+            usize::from(
+                t.add_or_submit(Task::after(Duration::from_secs(1), counting(&r)))
+                    .is_ok(),
+            )
+        });
+        let returned = timer.shutdown().len();
+        let accepted = adder.join().unwrap();
+        assert_eq!(runs.load(SeqCst) + returned, accepted);
+    });
+}
+
+/// The tick thread drains a shard's ring while its owner publishes into it: a deadline is stamped
+/// from a clock reading taken after the add, so no task runs before `add instant + delay`, and
+/// none is lost. (The owner's first add makes its ring due for draining; the second races the
+/// drain.)
+#[test]
+fn stamping_races_add_and_is_never_early() {
+    loom::model(|| {
+        let clock = StepClock::new();
+        let timer = Arc::new(stepping(&clock));
+        let delay = 100 * NS_PER_MS; // beyond 64 ticks: stamped in batches
+        let runs: [Arc<AtomicUsize>; 2] = Default::default();
+        let (t, c, r) = (timer.clone(), clock.clone(), runs.clone());
+        let adder = loom::thread::spawn(move || {
+            r.each_ref().map(|r| {
+                let added_at = c.now();
+                t.add_or_submit(Task::after(Duration::from_nanos(delay), counting(r)))
+                    .unwrap();
+                added_at
+            })
+        });
+        clock.kick(0); // the tick thread drains the ring while the adds may be in flight
+        let added_at = adder.join().unwrap();
+        for (i, at) in added_at.into_iter().enumerate() {
+            clock.set(at + delay - 1);
+            assert_eq!(
+                runs[i].load(SeqCst),
+                0,
+                "task {i} ran before {at} + {delay}"
+            );
+        }
+        clock.set(added_at[1] + delay + 3 * NS_PER_MS);
+        let back = timer.shutdown().len();
+        let ran = runs[0].load(SeqCst) + runs[1].load(SeqCst);
+        assert_eq!(ran + back, 2, "lost: neither ran nor returned");
+    });
+}
+
+/// `cancel` from another thread races the tick thread stamping the task out of the ring into the
+/// wheel: the cancel wins once, the task never runs, and nothing is left pending.
+#[test]
+fn cancel_races_stamping() {
+    loom::model(|| {
+        let clock = StepClock::new();
+        let timer = stepping(&clock);
+        let runs = Arc::new(AtomicUsize::new(0));
+        let handle = timer
+            .add_or_submit(Task::after(Duration::from_secs(1), counting(&runs)))
+            .unwrap();
+        let canceller = loom::thread::spawn(move || handle.cancel());
+        clock.kick(0); // the tick thread drains the ring
+        assert!(canceller.join().unwrap(), "a waiting task is cancellable");
+        assert_eq!(timer.pending(), 0);
+        clock.set(3_000 * NS_PER_MS);
+        assert_eq!(runs.load(SeqCst), 0, "ran after cancel returned true");
+        assert!(timer.shutdown().is_empty());
+    });
+}
+
+/// A periodic task that fell behind runs its missed runs back to back (`CatchUp`) while another
+/// thread cancels it: no run starts after `cancel` returned true.
+#[test]
+fn catch_up_runs_race_cancel() {
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let timer = manual(&clock);
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let late_run = Arc::new(AtomicBool::new(false));
+        let (c, l) = (cancelled.clone(), late_run.clone());
+        let handle = timer
+            .add_or_submit(
+                Task::every(MS, move || {
+                    if c.load(SeqCst) {
+                        l.store(true, SeqCst);
+                    }
+                })
+                .misfire(MisfirePolicy::CatchUp),
+            )
+            .unwrap();
+        let c = cancelled.clone();
+        let canceller = loom::thread::spawn(move || {
+            if handle.cancel() {
+                c.store(true, SeqCst);
+            }
+        });
+        clock.advance(3 * MS); // three runs due at once: back to back
+        canceller.join().unwrap();
+        clock.advance(3 * MS);
+        assert!(
+            cancelled.load(SeqCst),
+            "a periodic task is always cancellable"
+        );
+        assert!(
+            !late_run.load(SeqCst),
+            "a run started after cancel returned true"
+        );
+        assert_eq!(timer.pending(), 0);
+        assert!(timer.shutdown().is_empty());
+    });
+}
+
 /// A periodic task re-arming on the tick thread races `cancel`: after cancel returned true, at
 /// most the run in progress finishes and nothing is left in the wheel.
 #[test]
 fn periodic_rearm_races_cancel() {
     loom::model(|| {
         let clock = ManualClock::new();
-        let timer = timer(&clock);
+        let timer = manual(&clock);
         let runs = Arc::new(AtomicUsize::new(0));
         let handle = timer
             .add_or_submit(Task::every(MS, counting(&runs)))
@@ -129,5 +332,30 @@ fn periodic_rearm_races_cancel() {
         );
         assert_eq!(timer.pending(), 0);
         assert!(timer.shutdown().is_empty());
+    });
+}
+
+/// The last handle is dropped on another thread while the task fires: the slot is given back
+/// once, and the next add (which may reuse it) works.
+#[test]
+fn handle_drop_races_fire() {
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let timer = manual(&clock);
+        let runs = Arc::new(AtomicUsize::new(0));
+        let handle = timer
+            .add_or_submit(Task::after(MS, counting(&runs)))
+            .unwrap();
+        let dropper = loom::thread::spawn(move || drop(handle));
+        clock.advance(MS);
+        dropper.join().unwrap();
+        assert_eq!(runs.load(SeqCst), 1);
+        let again = timer
+            .add_or_submit(Task::after(MS, counting(&runs)))
+            .unwrap();
+        clock.advance(MS);
+        assert!(again.is_done() && !again.is_cancelled());
+        assert_eq!(runs.load(SeqCst), 2);
+        assert_eq!(timer.stats().fired, 2);
     });
 }
