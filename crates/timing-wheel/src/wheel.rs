@@ -363,36 +363,53 @@ impl<T> TimingWheel<T> {
     /// come out in nondecreasing order of their rounded deadlines. The clock never goes backwards:
     /// an earlier `now` is ignored (items rescheduled into the past are still handed out).
     ///
-    /// If `f` panics, the items not yet handed out stay in the wheel (under new ids, so their old
-    /// `TimerId`s go stale), and the next `advance` hands them out.
+    /// If `f` panics, the advance still completes without it: the clock reads `now`, and every
+    /// item it had not handed out stays in the wheel as overdue (under a new id, so its old
+    /// `TimerId` goes stale). The next `advance` hands those out first, in order, before anything
+    /// due later, including items rescheduled into the past meanwhile.
     pub fn advance(&mut self, now: u64, mut f: impl FnMut(T)) {
         self.now = self.now.max(now);
         let target = reached_tick(self.now, self.tick);
-        if !self.overdue.recs.is_empty() {
-            self.collect_overdue();
-            self.emit(&mut f);
+        // Finishes the advance when dropped: a no-op after the loop below, the rest of the work
+        // (without `f`) if `f` panicked.
+        let guard = Finish {
+            wheel: self,
+            target,
+        };
+        let w = &mut *guard.wheel;
+        if !w.overdue.recs.is_empty() {
+            w.collect_overdue();
+            w.emit(&mut f);
         }
-        while let Some((&id, &Reverse(start))) = self.queue.peek() {
-            if start > target {
-                break;
-            }
-            self.queue.pop();
-            self.collect_bucket(id, start, target);
-            if !self.spill.is_empty() {
-                // Only the bucket `target` falls inside can hold entries not yet due, and every
-                // other bucket expires after it: the clock may move now, and the rest re-enter
-                // finer levels before the due ones are handed out.
-                debug_assert!(self.queue.peek().is_none_or(|(_, &Reverse(s))| s > target));
-                self.cur = target;
-                let mut spill = mem::take(&mut self.spill);
-                for (rec, due) in spill.drain(..) {
-                    self.place_in_bucket(rec, due);
-                }
-                self.spill = spill; // empty, keeping its allocation
-            }
-            self.emit(&mut f);
+        while w.pop_due_bucket(target) {
+            w.emit(&mut f);
         }
-        self.cur = target;
+    }
+
+    /// Pops the earliest queued bucket if it starts by `target` and collects it into `self.due`
+    /// (the records of items not yet due re-enter finer levels). False if no bucket is due.
+    fn pop_due_bucket(&mut self, target: u64) -> bool {
+        let Some((&id, &Reverse(start))) = self.queue.peek() else {
+            return false;
+        };
+        if start > target {
+            return false;
+        }
+        self.queue.pop();
+        self.collect_bucket(id, start, target);
+        if !self.spill.is_empty() {
+            // Only the bucket `target` falls inside can hold entries not yet due, and every
+            // other bucket expires after it: the clock may move now, and the rest re-enter
+            // finer levels before the due ones are handed out.
+            debug_assert!(self.queue.peek().is_none_or(|(_, &Reverse(s))| s > target));
+            self.cur = target;
+            let mut spill = mem::take(&mut self.spill);
+            for (rec, due) in spill.drain(..) {
+                self.place_in_bucket(rec, due);
+            }
+            self.spill = spill; // empty, keeping its allocation
+        }
+        true
     }
 
     /// `None` iff the wheel is empty; otherwise the earliest time, in the caller's unit, at which
@@ -617,10 +634,21 @@ impl<T> TimingWheel<T> {
         drop(guard);
         self.due = due; // empty, keeping its allocation
     }
+
+    /// Puts a due item that was not handed out back into the wheel, as overdue (a new entry).
+    fn defer(&mut self, d: Due<T>) {
+        let (slot, _, stamp) = self.slab.insert(d.due.min(self.cur), d.item);
+        self.overdue.recs.push(OverdueRec {
+            due: d.due,
+            slot,
+            stamp,
+        });
+        self.len += 1;
+    }
 }
 
-/// Holds the items `emit` has not handed out yet; if `f` panics, puts them back in the wheel as
-/// overdue (under new ids), so the next `advance` hands them out.
+/// Holds the items `emit` has not handed out yet; if `f` panics, defers them (the next `advance`
+/// hands them out).
 struct EmitGuard<'a, 'b, T> {
     wheel: &'a mut TimingWheel<T>,
     rest: std::vec::Drain<'b, Due<T>>,
@@ -628,16 +656,32 @@ struct EmitGuard<'a, 'b, T> {
 
 impl<T> Drop for EmitGuard<'_, '_, T> {
     fn drop(&mut self) {
-        let w = &mut *self.wheel;
         for d in self.rest.by_ref() {
-            let (slot, _, stamp) = w.slab.insert(d.due.min(w.cur), d.item);
-            w.overdue.recs.push(OverdueRec {
-                due: d.due,
-                slot,
-                stamp,
-            });
-            w.len += 1;
+            self.wheel.defer(d);
         }
+    }
+}
+
+/// Completes an `advance` to `target` when dropped: buckets it has not reached yet are collected
+/// and their due items deferred, and the clock moves to `target`. After a normal advance no
+/// bucket is left to collect; after a panic in the callback this keeps "earlier ticks first":
+/// nothing due in the interrupted advance can come out after something due later.
+struct Finish<'a, T> {
+    wheel: &'a mut TimingWheel<T>,
+    target: u64,
+}
+
+impl<T> Drop for Finish<'_, T> {
+    fn drop(&mut self) {
+        let w = &mut *self.wheel;
+        while w.pop_due_bucket(self.target) {
+            let mut due = mem::take(&mut w.due);
+            for d in due.drain(..) {
+                w.defer(d);
+            }
+            w.due = due;
+        }
+        w.cur = self.target;
     }
 }
 
@@ -826,6 +870,28 @@ mod tests {
         assert_eq!(w.len(), 13);
         w.advance(15, |d| seen.push(d));
         assert_eq!(seen, (1..=15).collect::<Vec<_>>());
+        w.check();
+    }
+
+    /// Issue 9, item 7: after a panicking callback, an item rescheduled to the interrupted
+    /// advance's clock comes out after the items due earlier that the panic held back.
+    #[test]
+    fn after_a_panicking_callback_earlier_items_still_come_out_first() {
+        let mut w = TimingWheel::new(1, 4, 0).unwrap();
+        for d in [2u64, 5, 6] {
+            w.insert(d, d).unwrap();
+        }
+        let x = w.insert(100, 7).unwrap();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            w.advance(7, |d| assert_ne!(d, 2, "boom"))
+        }));
+        assert!(r.is_err());
+        w.check();
+        assert_eq!(w.now(), 7);
+        assert!(w.reschedule(x, 7));
+        let mut seen = Vec::new();
+        w.advance(7, |d| seen.push(d));
+        assert_eq!(seen, [5, 6, 7]);
         w.check();
     }
 

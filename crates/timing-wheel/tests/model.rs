@@ -5,13 +5,17 @@
 //! every level: a tick ahead, equal to another item's, equal to `now`, in the past, random bit
 //! widths up to 64, and right at `u64::MAX`. After every operation the wheel must agree with the
 //! model: what fired (exactly once, never early, never late, in order), what `cancel`,
-//! `reschedule`, `len` and `next_expiration` say.
+//! `reschedule`, `len` and `next_expiration` say. Some advances have a callback that panics part
+//! way: the items it handed out are gone, the rest stay due and come out first next time.
 //!
 //! The generator is seeded, so a run is reproducible: `WHEEL_QC_SEED` picks the seed and
 //! `WHEEL_QC_CASES` the number of cases (CI uses the defaults). quickcheck shrinks a failure to a
 //! short sequence before reporting it.
 
 use std::collections::BTreeMap;
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Once;
 
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
 use timing_wheel::{TimerId, TimingWheel};
@@ -66,6 +70,8 @@ enum Op {
     Cancel(usize),
     Reschedule(usize, When),
     Advance(Step),
+    /// An advance whose callback panics when handed its `k`-th item (if that many are due).
+    AdvancePanicking(Step, u8),
 }
 
 impl When {
@@ -107,6 +113,14 @@ impl Arbitrary for Op {
             } else {
                 Step::Back(u64::arbitrary(g))
             }),
+            19 if bool::arbitrary(g) => Op::AdvancePanicking(
+                if bool::arbitrary(g) {
+                    Step::ToNext
+                } else {
+                    Step::Bits(u64::arbitrary(g), u32::arbitrary(g) % 64)
+                },
+                u8::arbitrary(g) % 8,
+            ),
             _ => Op::Advance(if u8::arbitrary(g) % 8 == 0 {
                 Step::ToMax
             } else {
@@ -165,12 +179,30 @@ impl Arbitrary for Scenario {
     }
 }
 
+/// The payload of a callback's deliberate panic.
+struct Boom;
+
+/// Keeps the deliberate panics out of the test output (other panics still print).
+fn silence_boom() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !info.payload().is::<Boom>() {
+                default(info);
+            }
+        }));
+    });
+}
+
 /// What the model knows of one pending item.
 #[derive(Clone, Copy, Debug)]
 struct Pending {
     deadline: u64,
     /// Rescheduled to a deadline already passed: due at the next advance, whatever its rounding.
     forced: bool,
+    /// Held back by a panicking callback: pending under a new id, so its own id is stale.
+    stale_id: bool,
 }
 
 /// Deadline rounded up to a multiple of the tick, saturating at `u64::MAX`.
@@ -194,6 +226,7 @@ macro_rules! ensure {
 }
 
 fn check(s: &Scenario) -> Result<(), String> {
+    silence_boom();
     let tick = s.tick;
     let mut wheel = TimingWheel::new(tick, s.wheel_size, s.start).map_err(|e| e.to_string())?;
     let mut model: BTreeMap<u64, Pending> = BTreeMap::new();
@@ -220,6 +253,7 @@ fn check(s: &Scenario) -> Result<(), String> {
                             Pending {
                                 deadline: d,
                                 forced: false,
+                                stale_id: false,
                             },
                         );
                         deadlines.push(d);
@@ -239,7 +273,10 @@ fn check(s: &Scenario) -> Result<(), String> {
             Op::Cancel(i) if !ids.is_empty() => {
                 let (id, item) = ids[i % ids.len()];
                 let got = wheel.cancel(id);
-                let want = model.remove(&item).map(|_| item);
+                let want = match model.get(&item) {
+                    Some(p) if !p.stale_id => model.remove(&item).map(|_| item),
+                    _ => None,
+                };
                 ensure!(
                     got == want,
                     "step {step}: cancel of item {item} gave {got:?}, model {want:?}"
@@ -249,7 +286,7 @@ fn check(s: &Scenario) -> Result<(), String> {
                 let (id, item) = ids[i % ids.len()];
                 let d = when.resolve(now, tick, &deadlines);
                 let got = wheel.reschedule(id, d);
-                let want = model.contains_key(&item);
+                let want = model.get(&item).is_some_and(|p| !p.stale_id);
                 ensure!(
                     got == want,
                     "step {step}: reschedule of item {item} to {d} gave {got}, model {want}"
@@ -260,13 +297,18 @@ fn check(s: &Scenario) -> Result<(), String> {
                         Pending {
                             deadline: d,
                             forced: d <= now,
+                            stale_id: false,
                         },
                     );
                     deadlines.push(d);
                 }
             }
             Op::Cancel(_) | Op::Reschedule(..) => {}
-            Op::Advance(step_kind) => {
+            Op::Advance(step_kind) | Op::AdvancePanicking(step_kind, _) => {
+                let panic_at = match *op {
+                    Op::AdvancePanicking(_, k) => Some(usize::from(k)),
+                    _ => None,
+                };
                 let to = match step_kind {
                     Step::By(k) => now.saturating_add(k % (3 * tick + 1)),
                     Step::Bits(x, shift) => now.saturating_add(x >> shift),
@@ -283,7 +325,15 @@ fn check(s: &Scenario) -> Result<(), String> {
                     .map(|(&i, _)| i)
                     .collect();
                 let mut fired = Vec::new();
-                wheel.advance(to, |item| fired.push(item));
+                let panicked = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    wheel.advance(to, |item| {
+                        fired.push(item);
+                        if panic_at == Some(fired.len() - 1) {
+                            std::panic::panic_any(Boom);
+                        }
+                    })
+                }))
+                .is_err();
                 let reached = now.max(to);
                 ensure!(
                     wheel.now() == reached,
@@ -297,13 +347,32 @@ fn check(s: &Scenario) -> Result<(), String> {
                     .filter(|(_, p)| p.forced || rounded(p.deadline, tick) <= reached)
                     .map(|(&item, _)| item)
                     .collect();
+                ensure!(
+                    panicked == panic_at.is_some_and(|k| k < want.len()),
+                    "step {step}: panicked {panicked} with {} due, panic at {panic_at:?}",
+                    want.len()
+                );
+                // The item the callback panicked on was handed out (and dropped by the unwind).
+                let handed = panic_at.filter(|_| panicked).map_or(want.len(), |k| k + 1);
                 let mut got_sorted = fired.clone();
                 got_sorted.sort_unstable();
                 want.sort_unstable();
-                ensure!(
-                    got_sorted == want,
-                    "step {step}: advance {now} -> {to} fired {fired:?}, model wants {want:?} (pending {model:?})"
-                );
+                if panicked {
+                    // The first `handed` items in order came out; the rest stay, due at once.
+                    let r = |i: &u64| rounded(model[i].deadline, tick);
+                    let last = fired.iter().map(r).max().unwrap_or(0);
+                    ensure!(
+                        fired.len() == handed
+                            && fired.iter().all(|i| want.contains(i))
+                            && want.iter().all(|j| fired.contains(j) || r(j) >= last),
+                        "step {step}: advance {now} -> {to} panicking at item {handed} fired {fired:?}, model wants a prefix of {want:?}"
+                    );
+                } else {
+                    ensure!(
+                        got_sorted == want,
+                        "step {step}: advance {now} -> {to} fired {fired:?}, model wants {want:?} (pending {model:?})"
+                    );
+                }
                 let mut prev = 0;
                 for item in &fired {
                     let p = model.remove(item).expect("checked above");
@@ -318,6 +387,15 @@ fn check(s: &Scenario) -> Result<(), String> {
                         "step {step}: out of order: {fired:?}, rounded deadline {r} after {prev}"
                     );
                     prev = r;
+                }
+                if panicked {
+                    // Held back by the panic: due at once, whatever the next advance's target.
+                    for j in &want {
+                        if let Some(p) = model.get_mut(j) {
+                            p.forced = true;
+                            p.stale_id = true;
+                        }
+                    }
                 }
                 if matches!(step_kind, Step::JustBeforeNext) {
                     // next_expiration is the earliest time anything becomes due: before it, only

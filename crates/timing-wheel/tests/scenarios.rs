@@ -2,6 +2,9 @@
 
 use timing_wheel::{ConfigError, MAX_WHEEL_SIZE, TimerId, TimingWheel};
 
+mod support;
+use support::Rng;
+
 fn fire_to<T>(wheel: &mut TimingWheel<T>, now: u64) -> Vec<T> {
     let mut out = Vec::new();
     wheel.advance(now, |t| out.push(t));
@@ -181,13 +184,9 @@ fn memory_per_pending_boxed_closure_is_at_most_48_bytes() {
     // capturing nothing (so the box itself does not allocate), delays log-uniform 1 ms .. 24 h.
     let n = 1_000_000u64;
     let mut w: TimingWheel<Box<dyn FnOnce() + Send>> = TimingWheel::new(1, 64, 0).unwrap();
-    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut rng = Rng::new(0x9E37_79B9_7F4A_7C15);
     for _ in 0..n {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        let u = (seed >> 11) as f64 / (1u64 << 53) as f64;
-        let d = ((u * 86_400_000f64.ln()).exp() as u64).max(1);
+        let d = rng.log_uniform(86_400_000);
         assert!(w.insert(d, Box::new(|| {})).is_ok());
     }
     let per_timer = w.heap_bytes() as f64 / n as f64;

@@ -7,26 +7,12 @@ use timing_wheel::TimingWheel;
 const MS_PER_DAY: u64 = 86_400_000;
 const YEARS_10: u64 = 3_652 * MS_PER_DAY;
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// Log-uniform in `[1, max]`: as many 1-10 ms timers as 1-10 month ones.
-    fn log_uniform(&mut self, max: u64) -> u64 {
-        let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
-        ((u * (max as f64).ln()).exp() as u64).clamp(1, max)
-    }
-}
+mod support;
+use support::Rng;
 
 #[test]
 fn ten_years_of_timers_fire_exactly_once_on_time() {
-    let mut rng = Rng(0xD1CE_5EED_2026_0001);
+    let mut rng = Rng::new(0xD1CE_5EED_2026_0001);
     // Start the clock somewhere unaligned, as a process that has been up a while.
     let start = 123_456_789_012;
     let mut wheel = TimingWheel::new(1, 64, start).unwrap();
