@@ -186,11 +186,26 @@ impl Running {
     }
 
     /// Counts a job as running until the guard drops, and marks this thread as running a job of
-    /// `core` (for a `shutdown` called from inside it). Taken before the job claims its task.
+    /// `core` (for a `shutdown` or `cancel` called from inside it). Taken before the job claims
+    /// its task.
     pub(crate) fn enter<'a>(&'a self, core: &'a Core) -> RunningGuard<'a> {
         self.count.fetch_add(1, SeqCst);
         active::enter(core.id);
         RunningGuard { core }
+    }
+
+    /// A run that a cancel asked to stop has ended: wake the cancels waiting for it.
+    pub(crate) fn run_ended(&self) {
+        drop(self.lock.lock());
+        self.idle.notify_all();
+    }
+
+    /// Waits until `busy()` is false; `run_ended` is called after it turns false.
+    pub(crate) fn wait_run_end(&self, busy: impl Fn() -> bool) {
+        let mut guard = self.lock.lock();
+        while busy() {
+            self.idle.wait(&mut guard);
+        }
     }
 
     /// Waits until no job of this timer runs except `own` on the calling thread.
@@ -229,6 +244,7 @@ pub(crate) mod active {
     use std::cell::RefCell;
 
     crate::loom::thread_local! {
+        /// The timer ids of the jobs this thread is running, innermost last.
         static ACTIVE: RefCell<Vec<u64>> = RefCell::new(Vec::new());
     }
 
@@ -245,5 +261,10 @@ pub(crate) mod active {
         ACTIVE
             .try_with(|a| a.borrow().iter().filter(|&&t| t == id).count() as u64)
             .unwrap_or(0)
+    }
+
+    /// True if this thread is running a task of any timer.
+    pub(crate) fn inside_a_task() -> bool {
+        ACTIVE.try_with(|a| !a.borrow().is_empty()).unwrap_or(false)
     }
 }

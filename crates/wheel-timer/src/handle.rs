@@ -49,10 +49,18 @@ impl TimerHandle {
 
     /// Stops the task: `true` iff this call stopped it from running (again). A one-shot task
     /// that already started, ran or was cancelled gives `false`; a periodic task gives `true`
-    /// once, and runs no more (a run in progress finishes). The closure is dropped before this
-    /// returns, wherever the task was (a task already handed to the executor but not started
-    /// never runs). O(1); one compare-and-swap unless the task already sits in its shard's
-    /// wheel, which then takes that shard's lock.
+    /// once, and runs no more. A task already handed to the executor but not started never
+    /// runs. O(1); one compare-and-swap unless the task already sits in its shard's wheel, which
+    /// then takes that shard's lock.
+    ///
+    /// When it returns `true`, no run of the task is in progress and none will start: if a
+    /// periodic task is running on another thread, this call **waits for that run to end**, the
+    /// way Linux's `del_timer_sync` does, so whatever the closure uses may be released at once.
+    /// Two exceptions, and the usual caution: called from inside a task of any timer it does not
+    /// wait (the run may be the caller itself, or a task cancelling the caller at the same
+    /// moment); and do not call it while holding a lock that the task's closure takes. The
+    /// closure is dropped before this returns, except for a periodic task caught mid-run: its
+    /// job drops it when that run ends.
     ///
     /// ```
     /// use std::time::Duration;

@@ -2,9 +2,12 @@
 //! hand it back to a shutdown in progress.
 //!
 //! A periodic task that fell behind runs its missed runs here, back to back, in turns of at most
-//! [`BURST`] runs; between runs the job re-claims the task with a compare-and-swap, so a cancel
-//! that returned `true` is never followed by another run. A turn that ends still behind goes
-//! back to the tick thread, which hands it out again after the other due tasks.
+//! [`BURST`] runs. Each run is claimed with a compare-and-swap that marks it `BUSY` and ended with
+//! another, and a cancel that lands during a run waits for that run to end (unless it is called
+//! from inside a task: see `Shard::cancel`): so once `cancel` returned `true`, no run of the task
+//! is in progress and none starts. A turn
+//! that ends still behind goes back to the tick thread, which hands it out again after the other
+//! due tasks.
 
 use std::sync::Arc;
 
@@ -88,6 +91,9 @@ impl Periodic<'_> {
                 core.count_run(late);
                 core.panics.run(&mut f);
             }
+            if run.end_run().has(STOP) {
+                core.running.run_ended(); // a cancel on another thread waits for this
+            }
             turn += 1;
             let now = core.clock.now();
             let (next, skipped) = next_run(scheduled, period, now, self.policy);
@@ -99,7 +105,7 @@ impl Periodic<'_> {
                     if next <= now
                         && turn < BURST
                         && core.lifecycle.is_open()
-                        && run.still_running() =>
+                        && run.claim_next() =>
                 {
                     scheduled = next;
                     late = now - next;

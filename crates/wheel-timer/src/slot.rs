@@ -31,7 +31,7 @@ use crate::local::thread_key;
 use crate::loom::UnsafeCell;
 use crate::loom::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use crate::task::Work;
-use crate::word::{DUE, QUEUED, RUNNING, STOP, State, VACANT, WAITING, Word};
+use crate::word::{BUSY, DUE, QUEUED, RUNNING, STOP, State, VACANT, WAITING, Word};
 
 /// True for the states in which the cell holds the task.
 fn holds(state: State) -> bool {
@@ -156,11 +156,15 @@ impl Slot {
         Some(old)
     }
 
-    /// The job's claim: `DUE` -> `RUNNING`, with the task. `None` if the task was cancelled or
-    /// handed back meanwhile.
+    /// The job's claim: `DUE` -> `RUNNING | BUSY`, with the task. `None` if the task was
+    /// cancelled or handed back meanwhile.
     #[inline]
     pub(crate) fn start(&self, generation: u32) -> Option<(Run<'_>, Work)> {
-        let (_, work) = self.take(generation, |w| w.state() == DUE, |w| w.with_state(RUNNING))?;
+        let (_, work) = self.take(
+            generation,
+            |w| w.state() == DUE,
+            |w| w.with_state(RUNNING).with(BUSY),
+        )?;
         Some((
             Run {
                 slot: self,
@@ -205,16 +209,26 @@ impl<'a> Run<'a> {
         self.slot
     }
 
-    /// Re-claims the task between two back-to-back runs: false if a cancel asked it to stop. A
-    /// compare-and-swap of the word with itself, so a cancel that returned `true` before it is
-    /// always seen (a plain load could miss one that lands just after it).
-    #[inline]
-    pub(crate) fn still_running(&self) -> bool {
+    /// Marks the run in progress ended (`BUSY` cleared). Returns the word it replaced: with
+    /// `STOP` if a cancel asked the task to stop during the run (and may be waiting for this).
+    pub(crate) fn end_run(&self) -> Word {
+        self.slot
+            .exchange(
+                self.generation,
+                |w| w.state() == RUNNING,
+                |w| w.without(BUSY),
+            )
+            .expect("the job holds its task RUNNING")
+    }
+
+    /// Claims the next of back-to-back runs (`BUSY` again): false if a cancel asked the task to
+    /// stop. A compare-and-swap, so a cancel that returned `true` before it is always seen.
+    pub(crate) fn claim_next(&self) -> bool {
         self.slot
             .exchange(
                 self.generation,
                 |w| w.state() == RUNNING && !w.has(STOP),
-                |w| w,
+                |w| w.with(BUSY),
             )
             .is_some()
     }

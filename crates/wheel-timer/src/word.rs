@@ -8,6 +8,7 @@
 //! | 4       | `STOP`       | with `RUNNING`: a cancel asked the periodic task to stop after this run |
 //! | 5       | `PERIODIC`   | the task repeats (set at add, fixed while the slot is occupied) |
 //! | 6       | `STAMPED`    | with `QUEUED`: the deadline is already known (else the slot holds a delay) |
+//! | 7       | `BUSY`       | with `RUNNING`: the task's closure is running now (a cancel of a periodic task from another thread waits for it to end) |
 //! | 8..32   | handles      | live [`TimerHandle`](crate::TimerHandle)s naming this slot; sticky at its maximum |
 //! | 32..64  | generation   | bumped each time the slot is vacated, so stale references never match |
 //!
@@ -44,7 +45,8 @@ const STATE_MASK: u64 = 0xF;
 pub(crate) const STOP: u64 = 1 << 4;
 pub(crate) const PERIODIC: u64 = 1 << 5;
 pub(crate) const STAMPED: u64 = 1 << 6;
-const FLAGS: u64 = STOP | PERIODIC | STAMPED;
+pub(crate) const BUSY: u64 = 1 << 7;
+const FLAGS: u64 = STOP | PERIODIC | STAMPED | BUSY;
 const HANDLE_SHIFT: u32 = 8;
 const HANDLE_ONE: u64 = 1 << HANDLE_SHIFT;
 /// The largest handle count; a count that reaches it never moves again (the slot stays pinned).
@@ -97,12 +99,17 @@ impl Word {
     /// The same word in `state` (flags other than `PERIODIC` cleared, handles kept).
     #[inline]
     pub(crate) fn with_state(self, state: State) -> Word {
-        Word((self.0 & !(STATE_MASK | STOP | STAMPED)) | state)
+        Word((self.0 & !(STATE_MASK | STOP | STAMPED | BUSY)) | state)
     }
 
     #[inline]
     pub(crate) fn with(self, flag: u64) -> Word {
         Word(self.0 | flag)
+    }
+
+    #[inline]
+    pub(crate) fn without(self, flag: u64) -> Word {
+        Word(self.0 & !flag)
     }
 
     /// The word after a move to the final state `state`: vacant of the next generation when no
@@ -165,11 +172,12 @@ impl std::fmt::Debug for Word {
         .unwrap_or("?");
         write!(
             f,
-            "Word(gen {}, {name}{}{}{}, {} handles)",
+            "Word(gen {}, {name}{}{}{}{}, {} handles)",
             self.generation(),
             if self.has(STOP) { "|STOP" } else { "" },
             if self.has(PERIODIC) { "|PERIODIC" } else { "" },
             if self.has(STAMPED) { "|STAMPED" } else { "" },
+            if self.has(BUSY) { "|BUSY" } else { "" },
             self.handles()
         )
     }

@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 
 use wheel_timer::{ManualClock, RayonExecutor, Task, Timer};
 
+mod support;
+use support::Rng;
+
 #[derive(Default)]
 struct Slot {
     runs: AtomicUsize,
@@ -44,13 +47,8 @@ fn concurrent_adds_cancels_and_reschedules_lose_nothing_and_run_nothing_twice() 
             let (timer, slots, clock, done) =
                 (timer.clone(), slots.clone(), clock.clone(), done.clone());
             thread::spawn(move || {
-                let mut seed = 0x9E37_79B9_7F4A_7C15u64 ^ (w as u64 + 1);
-                let mut rnd = move || {
-                    seed ^= seed << 13;
-                    seed ^= seed >> 7;
-                    seed ^= seed << 17;
-                    seed
-                };
+                let mut rng = Rng::new(0x9E37_79B9_7F4A_7C15u64 ^ (w as u64 + 1));
+                let mut rnd = move || rng.next();
                 let mut handles = Vec::new();
                 for k in 0..PER_THREAD {
                     let i = w * PER_THREAD + k;

@@ -12,19 +12,8 @@ use wheel_timer::{
     AddError, InlineExecutor, ManualClock, MisfirePolicy, RayonExecutor, Task, Timer,
 };
 
-const MS: Duration = Duration::from_millis(1);
-const SEC: Duration = Duration::from_secs(1);
-const DAY: Duration = Duration::from_secs(86_400);
-
-fn manual() -> (ManualClock, Timer) {
-    let clock = ManualClock::new();
-    let timer = Timer::builder()
-        .clock(clock.clone())
-        .executor(Arc::new(InlineExecutor::new()))
-        .build()
-        .unwrap();
-    (clock, timer)
-}
+mod support;
+use support::{DAY, MS, Rng, SEC, manual};
 
 /// A log of (label, clock time at run).
 type Log = Arc<Mutex<Vec<(usize, Duration)>>>;
@@ -158,13 +147,10 @@ fn periodic_catch_up_runs_every_missed_run() {
 fn a_jump_of_days_fires_everything_once_in_deadline_order() {
     let (clock, timer) = manual();
     let log: Log = Arc::default();
-    let mut seed = 0x1234_5678_9ABC_DEF1u64;
+    let mut rng = Rng::new(0x1234_5678_9ABC_DEF1);
     let mut deadlines = Vec::new();
     for i in 0..5_000 {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        let d = Duration::from_millis(1 + seed % (3 * 86_400_000));
+        let d = Duration::from_millis(1 + rng.below(3 * 86_400_000));
         deadlines.push(d);
         let f = logging(&log, &clock, i);
         timer.add_or_submit(Task::after(d, f)).unwrap();

@@ -1,6 +1,6 @@
-//! Shutdown and re-arm races found in review, each once a lost task or a deadlock: shutdown from
-//! inside tasks (inline, one pool thread, nested), the last `Arc<Timer>` dropped by a job, a
-//! periodic task at the end of time, a sub-tick period with `Skip`, and adds racing shutdown.
+//! Exactly once and no deadlock around shutdown and re-arming: shutdown from inside tasks
+//! (inline, one pool thread, nested), the last `Arc<Timer>` dropped by a job, a periodic task at
+//! the end of time, a sub-tick period with `Skip`, and adds racing shutdown.
 //! Deadlock tests wait on a channel with a generous bound, so a regression fails instead of
 //! hanging CI.
 
@@ -10,24 +10,18 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use wheel_timer::{InlineExecutor, ManualClock, MisfirePolicy, Task, Timer, TimerHandle};
+use wheel_timer::{ManualClock, MisfirePolicy, Task, Timer, TimerHandle};
 
-const MS: Duration = Duration::from_millis(1);
-const SEC: Duration = Duration::from_secs(1);
+mod support;
+use support::{MS, SEC};
 
 fn inline(clock: &ManualClock) -> Arc<Timer> {
-    Arc::new(
-        Timer::builder()
-            .clock(clock.clone())
-            .executor(Arc::new(InlineExecutor::new()))
-            .build()
-            .unwrap(),
-    )
+    Arc::new(support::inline(clock))
 }
 
-// F1: shutdown() from a task must hand back the later tasks of the same batch.
+// shutdown() from a task must hand back the later tasks of the same batch.
 #[test]
-fn f1_in_task_shutdown_loses_later_task_of_same_batch() {
+fn shutdown_from_a_task_returns_the_later_tasks_of_its_batch() {
     let clock = ManualClock::new();
     let timer = inline(&clock);
     let back = Arc::new(Mutex::new(None));
@@ -52,9 +46,9 @@ fn f1_in_task_shutdown_loses_later_task_of_same_batch() {
     );
 }
 
-// F1b: a periodic task that calls shutdown() must not count as returned when nobody gets it.
+// a periodic task that calls shutdown() must not count as returned when nobody gets it.
 #[test]
-fn f1b_periodic_task_calling_shutdown_is_lost() {
+fn a_periodic_task_that_shuts_its_timer_down_ends_and_is_counted_once() {
     let clock = ManualClock::new();
     let timer = inline(&clock);
     let back = Arc::new(Mutex::new(None));
@@ -71,9 +65,9 @@ fn f1b_periodic_task_calling_shutdown_is_lost() {
     );
 }
 
-// F2: shutdown() from a task on a 1-thread pool must not wait for a job queued behind itself.
+// shutdown() from a task on a 1-thread pool must not wait for a job queued behind itself.
 #[test]
-fn f2_in_task_shutdown_with_one_pool_thread_deadlocks() {
+fn shutdown_from_a_task_on_a_one_thread_pool_returns() {
     let clock = ManualClock::new();
     let timer = Arc::new(
         Timer::builder()
@@ -97,7 +91,7 @@ fn f2_in_task_shutdown_with_one_pool_thread_deadlocks() {
     );
 }
 
-// F3: a job that drops the last Arc<Timer> (outside the user's closure call) must not deadlock.
+// a job that drops the last Arc<Timer> (outside the user's closure call) must not deadlock.
 struct Probe(Option<Arc<Timer>>, mpsc::Sender<()>);
 impl Drop for Probe {
     fn drop(&mut self) {
@@ -107,7 +101,7 @@ impl Drop for Probe {
 }
 
 #[test]
-fn f3_last_timer_dropped_by_cancelled_periodic_job_deadlocks() {
+fn dropping_the_last_timer_inside_a_job_returns() {
     let clock = ManualClock::new();
     let timer = Arc::new(
         Timer::builder()
@@ -135,9 +129,9 @@ fn f3_last_timer_dropped_by_cancelled_periodic_job_deadlocks() {
     );
 }
 
-// F4: a periodic task at the end of time runs once and ends, rather than spinning.
+// a periodic task at the end of time runs once and ends, rather than spinning.
 #[test]
-fn f4_periodic_task_ends_when_the_clock_saturates() {
+fn a_periodic_task_ends_at_the_end_of_time() {
     let clock = ManualClock::new();
     let timer = inline(&clock);
     let runs = Arc::new(AtomicUsize::new(0));
@@ -157,10 +151,10 @@ fn f4_periodic_task_ends_when_the_clock_saturates() {
     assert!(timer.shutdown().is_empty());
 }
 
-// F5: a period shorter than the tick with MisfirePolicy::Skip must still run (rounding to the
+// a period shorter than the tick with MisfirePolicy::Skip must still run (rounding to the
 // tick is not a misfire).
 #[test]
-fn f5_sub_tick_period_with_skip_never_runs() {
+fn a_sub_tick_period_with_skip_still_runs() {
     let clock = ManualClock::new();
     let timer = inline(&clock);
     let runs = Arc::new(AtomicUsize::new(0));
@@ -179,9 +173,9 @@ fn f5_sub_tick_period_with_skip_never_runs() {
     assert!(runs.load(SeqCst) > 0);
 }
 
-// F6: a nested inline job calling shutdown must not wait for the jobs around it.
+// a nested inline job calling shutdown must not wait for the jobs around it.
 #[test]
-fn f6_nested_inline_shutdown_deadlocks() {
+fn shutdown_from_a_nested_inline_task_returns() {
     let clock = ManualClock::new();
     let timer = inline(&clock);
     let (tx, rx) = mpsc::channel();
@@ -205,9 +199,9 @@ fn f6_nested_inline_shutdown_deadlocks() {
     assert!(ok, "nested shutdown never returned");
 }
 
-// F7: adds of due tasks racing shutdown: every accepted task runs or comes back.
+// adds of due tasks racing shutdown: every accepted task runs or comes back.
 #[test]
-fn f7_add_overdue_racing_shutdown() {
+fn due_adds_racing_shutdown_run_or_come_back() {
     for round in 0..100 {
         let timer = Arc::new(Timer::builder().threads(1).build().unwrap());
         let ran = Arc::new(AtomicUsize::new(0));

@@ -34,20 +34,8 @@ const EXPECTED_PANIC: &str = "stress: a task that panics on purpose";
 /// Set once the timer is shut down: returned tasks are run only to identify themselves.
 static IDENTIFY: AtomicBool = AtomicBool::new(false);
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+mod support;
+use support::Rng;
 
 fn ns_since(origin: Instant) -> u64 {
     origin.elapsed().as_nanos() as u64
@@ -78,7 +66,7 @@ fn stress_exactly_once_under_concurrency_panics_and_slow_tasks() {
         .map(|w| {
             let (timer, slots, ops) = (timer.clone(), slots.clone(), ops.clone());
             thread::spawn(move || {
-                let mut rng = Rng(0x5EED_0000_0000_0001 ^ ((w as u64 + 1) << 32));
+                let mut rng = Rng::new(0x5EED_0000_0000_0001 ^ ((w as u64 + 1) << 32));
                 let mut mine: Vec<(Arc<Slot>, TimerHandle)> = Vec::new();
                 while Instant::now() < stop_at {
                     ops.fetch_add(1, SeqCst);

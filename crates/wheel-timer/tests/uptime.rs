@@ -7,39 +7,20 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use wheel_timer::{InlineExecutor, ManualClock, MisfirePolicy, Task, Timer};
+use wheel_timer::{MisfirePolicy, Task};
 
 const MS: u64 = 1_000_000; // ns
 const HOUR: u64 = 3_600_000 * MS;
 const DAY: u64 = 24 * HOUR;
 const YEARS_10: u64 = 3_652 * DAY;
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// Whole milliseconds, log-uniform in `[1 ms, max]`.
-    fn log_uniform_ms(&mut self, max: u64) -> u64 {
-        let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
-        ((u * ((max / MS) as f64).ln()).exp() as u64).max(1) * MS
-    }
-}
+mod support;
+use support::Rng;
 
 #[test]
 fn ten_years_through_the_service() {
-    let clock = ManualClock::new();
-    let timer = Timer::builder()
-        .clock(clock.clone())
-        .executor(Arc::new(InlineExecutor::new()))
-        .build()
-        .unwrap();
-    let mut rng = Rng(0x0DD_BA11_2026_1122);
+    let (clock, timer) = support::manual();
+    let mut rng = Rng::new(0x0DD_BA11_2026_1122);
 
     // Clock time before the current advance: a task is on time if it runs at the first advance
     // that reaches its deadline, i.e. `before < deadline <= now`.

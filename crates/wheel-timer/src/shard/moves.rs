@@ -4,6 +4,9 @@
 
 use reaper::{Clock, Due};
 
+use crate::core::active;
+use crate::word::BUSY;
+
 use super::*;
 
 impl Shard {
@@ -65,19 +68,37 @@ impl Shard {
                     return true;
                 }
                 RUNNING if w.has(PERIODIC) && !w.has(STOP) => {
-                    if s.transition(
+                    if let Some(old) = s.transition(
                         generation,
                         |w| w.state() == RUNNING && !w.has(STOP),
                         |w| w.with(STOP),
-                    )
-                    .is_some()
-                    {
+                    ) {
                         self.count_cancel(false);
+                        if old.has(BUSY) {
+                            self.wait_run_end(i, generation);
+                        }
                         return true;
                     }
                 }
                 _ => return false,
             }
+        }
+    }
+
+    /// A cancel landed during a run of the periodic task in slot `i`: waits for the run to end.
+    /// Not from inside a task, though: that may be the run itself, or a task that the run is
+    /// cancelling at the same moment (each would wait for the other for ever).
+    fn wait_run_end(&self, i: u32, generation: u32) {
+        if active::inside_a_task() {
+            return;
+        }
+        // The job holds the timer alive while it runs, so a busy run means a live core.
+        if let Some(core) = self.core() {
+            let s = self.slots.get(i);
+            core.running.wait_run_end(|| {
+                let w = s.word();
+                w.is(generation, RUNNING) && w.has(BUSY)
+            });
         }
     }
 
