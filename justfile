@@ -47,6 +47,11 @@ stress secs="300":
 proptest seed="1" cases="200000":
     WHEEL_QC_SEED={{seed}} WHEEL_QC_CASES={{cases}} cargo test --release -p timing-wheel --test model
 
+# The whole service against its model (random adds, cancels, reschedules from several threads,
+# clock moves, shutdowns), with fifty times the cases CI runs, on a seed of your choice.
+service-model seed="1" cases="100000":
+    SERVICE_QC_SEED={{seed}} SERVICE_QC_CASES={{cases}} cargo test --release -p wheel-timer --test service_model
+
 # API documentation for the whole workspace.
 doc:
     RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps

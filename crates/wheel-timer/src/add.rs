@@ -148,14 +148,15 @@ fn plan(shard: &Shard, core: &Core, when: When) -> Plan {
                     delay,
                     born: shard.reading(clock),
                 }
-            } else if delay == 0 {
-                Plan::Due {
-                    meant: shard.read(clock),
-                }
             } else {
-                Plan::Stamped {
-                    deadline: shard.read(clock).saturating_add(delay),
-                    now: true,
+                let now = shard.read(clock);
+                match now.saturating_add(delay) {
+                    // A zero delay, or the end of time (where every deadline saturates to now).
+                    deadline if deadline <= now => Plan::Due { meant: now },
+                    deadline => Plan::Stamped {
+                        deadline,
+                        now: true,
+                    },
                 }
             }
         }

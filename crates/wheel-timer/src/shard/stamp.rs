@@ -80,7 +80,10 @@ impl Shard {
         };
         s.deadline.store(deadline, Relaxed);
         s.meant.store(meant, Relaxed);
-        if deadline <= locked.wheel.now() {
+        // Due by the clock, or by the wheel's (which may lag the clock in a shard not collected
+        // lately): a deadline at the end of time is never left in the wheel, where it would
+        // read as "never".
+        if deadline <= now.max(locked.wheel.now()) {
             if s.transition(generation, |w| w.state() == QUEUED, |w| w.with_state(DUE))
                 .is_some()
             {
