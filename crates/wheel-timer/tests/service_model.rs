@@ -300,8 +300,7 @@ fn check(s: &Scenario) -> Result<(), String> {
                 let id = tasks.len();
                 let (task, model) = match kind {
                     Kind::Once { delay } => {
-                        let mut f = body(&log, &clock, id, panics);
-                        let task = Task::after(delay.duration(), move || f());
+                        let task = Task::after(delay.duration(), body(&log, &clock, id, panics));
                         let anchor = now.saturating_add(delay.nanos());
                         (task, (None, anchor))
                     }
