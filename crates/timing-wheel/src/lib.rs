@@ -28,6 +28,7 @@
 //! ```
 
 mod error;
+mod occupancy;
 mod slab;
 mod time;
 pub mod wheel;

@@ -5,9 +5,12 @@
 //! This is scheme 7 of Varghese & Lauck, "Hashed and Hierarchical Timing Wheels: Data Structures
 //! for the Efficient Implementation of a Timer Facility" (SOSP 1987; IEEE/ACM ToN 1997), in the
 //! shape Kafka's `TimingWheel` gave it: overflow levels are created lazily, and a bucket that gets
-//! its first entry of a round is offered to one delay queue shared by all levels, keyed by the
-//! bucket and prioritised by the bucket's expiration. Advancing pops due buckets from that queue,
-//! so the wheel touches only buckets that hold something, and never polls empty ones.
+//! its first entry of a round is offered to one delay queue shared by all levels above level 0,
+//! keyed by the bucket and prioritised by the bucket's expiration. Level 0, where a stepped drive
+//! spends most of its advances, keeps a bitmap of its non-empty buckets instead (as tokio and
+//! Linux do for every level): its buckets always expire before any queued one. Advancing pops due
+//! buckets from the bitmap, then from the queue, so the wheel touches only buckets that hold
+//! something, and never polls empty ones.
 //!
 //! Time is a `u64` in the caller's unit and is turned into ticks at the edge. Level 0 has
 //! `wheel_size` buckets one tick wide; a level-`k+1` bucket is as wide as all of level `k`. For
@@ -54,8 +57,9 @@
 //! | location | an occupied entry's location is `locate(entry.due)` for the current clock `cur`: the overdue list if `due <= cur`, else bucket `level_for(cur, due)` |
 //! | records | a bucket holds `(slot, stamp)` records; a record is live iff its slot is occupied with that stamp; each occupied entry has exactly one live record, in its location |
 //! | dead records | `bucket.dead` counts the bucket's dead records; when `2 * dead >= len` the bucket is compacted, so dead records never outnumber live ones by more than one per bucket |
-//! | queue | a bucket is in the queue iff it holds a record, keyed by its first tick; every bucket in the queue holds a live record and starts after `cur` |
-//! | order | outside `advance`, every level-`k` bucket in the queue expires before every level-`k+1` one |
+//! | queue | a bucket above level 0 is in the queue iff it holds a record, keyed by its first tick; every bucket in the queue holds a live record and starts after `cur` |
+//! | occupancy | a level-0 bucket's bit is set iff it holds a record; every such bucket starts after `cur`, within `cur`'s level-0 span |
+//! | order | outside `advance`, every level-`k` bucket expires before every level-`k+1` one |
 //!
 //! Those are checked by `TimingWheel::check` in the unit tests after every operation.
 
@@ -66,6 +70,7 @@ use std::mem;
 use priority_queue::PriorityQueue;
 
 use crate::error::ConfigError;
+use crate::occupancy::Occupancy;
 use crate::slab::Slab;
 use crate::time::{
     bucket_span_mask, bucket_start, due_tick, level_for, max_levels, reached_tick, slot_for,
@@ -210,8 +215,11 @@ pub struct TimingWheel<T> {
     cur: u64,
     /// Levels created so far; level `k` exists once some deadline needed it.
     levels: Vec<Box<[Bucket<Rec>]>>,
-    /// The one delay queue of non-empty buckets, earliest expiration (in ticks) first.
+    /// The one delay queue of non-empty buckets above level 0, earliest expiration (in ticks)
+    /// first.
     queue: BucketQueue,
+    /// The non-empty buckets of level 0.
+    level0: Occupancy,
     /// Entries rescheduled to a deadline that has already passed: handed out first at the next
     /// `advance`.
     overdue: Bucket<OverdueRec>,
@@ -263,6 +271,7 @@ impl<T> TimingWheel<T> {
             cur: reached_tick(start, tick),
             levels: Vec::new(),
             queue: BucketQueue::default(),
+            level0: Occupancy::new(wheel_size),
             overdue: Bucket::default(),
             slab: Slab::new(),
             len: 0,
@@ -389,6 +398,15 @@ impl<T> TimingWheel<T> {
     /// Pops the earliest queued bucket if it starts by `target` and collects it into `self.due`
     /// (the records of items not yet due re-enter finer levels). False if no bucket is due.
     fn pop_due_bucket(&mut self, target: u64) -> bool {
+        // Level 0 first: its buckets expire before every queued one.
+        if let Some((slot, start)) = self.first_level0() {
+            if start > target {
+                return false;
+            }
+            self.level0.clear(slot);
+            self.collect_bucket(slot, start, target);
+            return true; // a level-0 bucket is one tick wide: all of it is due
+        }
         let Some((&id, &Reverse(start))) = self.queue.peek() else {
             return false;
         };
@@ -420,9 +438,11 @@ impl<T> TimingWheel<T> {
         if !self.overdue.recs.is_empty() {
             return Some(self.now);
         }
-        self.queue
-            .peek()
-            .map(|(_, &Reverse(start))| tick_to_time(start, self.tick))
+        let start = match self.first_level0() {
+            Some((_, start)) => start,
+            None => self.queue.peek().map(|(_, &Reverse(start))| start)?,
+        };
+        Some(tick_to_time(start, self.tick))
     }
 
     /// The clock: the `start` given to [`new`](Self::new) or the latest `now` passed to
@@ -469,6 +489,7 @@ impl<T> TimingWheel<T> {
         }
         self.overdue = Bucket::default();
         self.queue.clear();
+        self.level0.clear_all();
         self.len = 0;
         items
     }
@@ -491,6 +512,7 @@ impl<T> TimingWheel<T> {
             + self.overdue.recs.capacity() * mem::size_of::<OverdueRec>()
             + self.queue.capacity()
                 * (mem::size_of::<(u32, Reverse<u64>)>() + 2 * mem::size_of::<usize>())
+            + self.level0.heap_bytes()
             + self.due.capacity() * mem::size_of::<Due<T>>()
             + self.spill.capacity() * mem::size_of::<(Rec, u64)>()
     }
@@ -519,15 +541,28 @@ impl<T> TimingWheel<T> {
         }
         let bucket = &mut self.levels[level as usize][slot as usize];
         if bucket.recs.is_empty() {
-            let id = (level << self.bits) | slot;
-            debug_assert!(
-                self.queue.get(&id).is_none(),
-                "an empty bucket is never queued"
-            );
-            self.queue
-                .push(id, Reverse(bucket_start(due, level, self.bits)));
+            if level == 0 {
+                self.level0.set(slot);
+            } else {
+                let id = (level << self.bits) | slot;
+                debug_assert!(
+                    self.queue.get(&id).is_none(),
+                    "an empty bucket is never queued"
+                );
+                self.queue
+                    .push(id, Reverse(bucket_start(due, level, self.bits)));
+            }
         }
         bucket.recs.push(rec);
+    }
+
+    /// The earliest non-empty level-0 bucket, as (slot, first tick).
+    #[inline]
+    fn first_level0(&self) -> Option<(u32, u64)> {
+        let mask = (1u64 << self.bits) - 1;
+        let from = (self.cur & mask) + 1; // level 0 holds only ticks after `cur`, in its span
+        let slot = self.level0.first_from(from as u32)?;
+        Some((slot, (self.cur & !mask) | u64::from(slot)))
     }
 
     #[cold]
@@ -554,7 +589,11 @@ impl<T> TimingWheel<T> {
             })
         };
         if emptied && loc != OVERDUE {
-            self.queue.remove(&loc);
+            if loc >> self.bits == 0 {
+                self.level0.clear(loc);
+            } else {
+                self.queue.remove(&loc);
+            }
         }
     }
 
@@ -730,6 +769,20 @@ impl<T> TimingWheel<T> {
                     b.recs.is_empty() || (2 * dead as usize) < b.recs.len(),
                     "bucket {level}/{slot} not compacted"
                 );
+                if level == 0 {
+                    assert_eq!(
+                        self.level0.is_set(slot as u32),
+                        !b.recs.is_empty(),
+                        "occupancy bit of level-0 bucket {slot}"
+                    );
+                    let mask = (1u64 << self.bits) - 1;
+                    assert!(
+                        b.recs.is_empty() || slot as u64 > (self.cur & mask),
+                        "level-0 bucket {slot} at or before the clock's slot (cur {})",
+                        self.cur
+                    );
+                    continue;
+                }
                 match self.queue.get(&id) {
                     Some((_, &Reverse(start))) => {
                         queued += 1;
