@@ -22,10 +22,12 @@ static ALLOC: CountingAlloc = CountingAlloc;
 const USAGE: &str = "\
 usage: wheelbench [--quick] [--n N] [--only W1,W2,...] [--out PATH] [--no-write]
 
-  --quick      smaller sizes and fewer repetitions (well under two minutes)
+  --quick      smaller sizes and fewer repetitions (well under two minutes); prints only,
+               unless --out is given
   --n N        timers for W1, W3, W5 and live timers for W2 (default 1M; quick 200k / 100k)
   --only LIST  run only these workloads (W1..W8), comma-separated
-  --out PATH   where to write the Markdown report (default: <workspace>/docs/benchmarks.md);
+  --out PATH   where to write the Markdown report (default, full runs only:
+               <workspace>/docs/benchmarks.md);
                the W4 chart goes next to it as w4-growth.svg
   --no-write   print only, write nothing
   -h, --help   this message";
@@ -53,6 +55,7 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
         write: true,
     };
     let ids: Vec<&str> = scenario::all().iter().map(|s| s.id()).collect();
+    let mut out_given = false;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -98,9 +101,17 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
                 }
                 a.only = Some(list);
             }
-            "--out" => a.out = PathBuf::from(value("--out")?),
+            "--out" => {
+                a.out = PathBuf::from(value("--out")?);
+                out_given = true;
+            }
             other => return Err(format!("unknown argument: {other}")),
         }
+    }
+    // A quick run's figures are not the report's: it leaves the checkout alone unless told where
+    // to write.
+    if a.cfg.quick && !out_given {
+        a.write = false;
     }
     Ok(Some(a))
 }
@@ -288,6 +299,15 @@ mod tests {
         assert_eq!(a.cfg.n, Some(5000));
         assert_eq!(a.only, Some(vec!["W1".to_owned(), "W3".to_owned()]));
         assert!(parse(&args("--help")).unwrap().is_none());
+        assert!(
+            !parse(&args("--quick")).unwrap().unwrap().write,
+            "quick writes nothing"
+        );
+        assert!(parse(&args("--quick --out q.md")).unwrap().unwrap().write);
+        assert!(
+            parse(&args("")).unwrap().unwrap().write,
+            "a full run writes the report"
+        );
         let service = parse(&args("--only W6,w7,W8")).unwrap().unwrap();
         assert_eq!(service.only.unwrap(), ["W6", "W7", "W8"]);
         assert!(

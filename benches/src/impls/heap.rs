@@ -3,13 +3,19 @@
 //!
 //! The heap holds compact records `(deadline, slot, generation)`; items live in a [`GenSlab`].
 //! Cancel frees the item and its slot at once and leaves the record in the heap: it is recognised
-//! as stale (its generation no longer matches) and skipped when it reaches the top.
+//! as stale (its generation no longer matches) and skipped when it reaches the top. Once stale
+//! records outnumber live ones (plus a small slack) the heap is compacted, as Go's timers are, so
+//! a cancel-heavy load keeps it at most about twice its live size: a competent baseline, not one
+//! that grows without bound.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::slab::GenSlab;
 use crate::{Cancel, TimerQueue};
+
+/// Stale records tolerated before a compaction, besides "as many as live ones".
+const COMPACT_SLACK: usize = 1024;
 
 /// Handle of a [`LazyHeap`] entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -28,7 +34,7 @@ pub struct LazyHeap<T> {
 
 impl<T> TimerQueue<T> for LazyHeap<T> {
     type Id = HeapId;
-    const NAME: &'static str = "binary heap (lazy)";
+    const NAME: &'static str = "binary heap (lazy, compacting)";
 
     fn new() -> Self {
         LazyHeap {
@@ -78,6 +84,14 @@ impl<T> LazyHeap<T> {
 impl<T> Cancel<T> for LazyHeap<T> {
     #[inline]
     fn cancel(&mut self, id: HeapId) -> bool {
-        self.slab.take(id.slot, id.generation).is_some()
+        if self.slab.take(id.slot, id.generation).is_none() {
+            return false;
+        }
+        if self.heap.len() > 2 * self.slab.len() + COMPACT_SLACK {
+            let slab = &self.slab;
+            self.heap
+                .retain(|&Reverse((_, slot, generation))| slab.is_live(slot, generation));
+        }
+        true
     }
 }

@@ -23,8 +23,14 @@ impl<T> TimerQueue<T> for TimingWheel<T> {
         }
     }
 
+    /// As the tick thread drives the wheel: to each `next_expiration()` up to `now` in turn (so
+    /// coarse buckets cascade into finer levels on the way), then to `now`. The peers step
+    /// through their deadlines the same way inside their `advance`.
     #[inline]
-    fn advance(&mut self, now: u64, f: impl FnMut(T)) {
+    fn advance(&mut self, now: u64, mut f: impl FnMut(T)) {
+        while let Some(t) = self.next_expiration().filter(|&t| t < now) {
+            TimingWheel::advance(self, t, &mut f);
+        }
         TimingWheel::advance(self, now, f);
     }
 
