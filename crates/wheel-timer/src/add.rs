@@ -31,7 +31,7 @@ use crate::loom::atomic::{Ordering::*, fence};
 use crate::ring;
 use crate::shard::Shard;
 use crate::task::{Task, When, Work};
-use crate::word::{DUE, PERIODIC, QUEUED, STAMPED, Word};
+use crate::word::{DUE, PERIODIC, QUEUED, STAMPED, WAKE, Word};
 
 /// `max_pending` is looked at again after this many adds of one thread: the bound is global, and
 /// may be overshot by at most this many adds per other adding thread.
@@ -56,7 +56,10 @@ pub(crate) fn add(core: &Arc<Core>, lease: Lease, task: Task) -> Result<TimerHan
     let plan = plan(shard, core, when);
     let waiting = !matches!(plan, Plan::Due { .. });
     let admitted = match core.max_pending {
-        Some(max) if waiting => shard.admit(max, BUDGET, || core.pending()),
+        // A future cannot be handed back: it is never refused (it still counts as pending).
+        Some(max) if waiting && !matches!(work, Work::Wake(..)) => {
+            shard.admit(max, BUDGET, || core.pending())
+        }
         _ => true,
     };
     let vacant = if admitted { shard.slots.alloc() } else { None };
@@ -70,10 +73,10 @@ pub(crate) fn add(core: &Arc<Core>, lease: Lease, task: Task) -> Result<TimerHan
         Plan::Stamped { deadline, .. } => (QUEUED, STAMPED, deadline, deadline),
         Plan::Unstamped { delay, born } => (QUEUED, 0, delay, born),
     };
-    let flags = if matches!(work, Work::Every { .. }) {
-        flags | PERIODIC
-    } else {
-        flags
+    let flags = match work {
+        Work::Every { .. } => flags | PERIODIC,
+        Work::Wake(..) => flags | WAKE,
+        Work::Once(_) => flags,
     };
     s.deadline.store(deadline, Relaxed);
     s.meant.store(meant, Relaxed);
@@ -160,17 +163,22 @@ fn plan(shard: &Shard, core: &Core, when: When) -> Plan {
                 }
             }
         }
-        When::At(at) => {
-            let deadline = core.ns_of(at);
-            let now = shard.read(clock);
-            if deadline <= now {
-                Plan::Due { meant: now }
-            } else {
-                Plan::Stamped {
-                    deadline,
-                    now: core.exact || deadline - now < core.short_ns,
-                }
-            }
+        When::At(at) => stamped(shard, core, core.ns_of(at)),
+        When::Clock(deadline) => stamped(shard, core, deadline),
+    }
+}
+
+/// The plan for a task due at clock time `deadline`: due already, or stamped with it (filed at
+/// once if it is soon or the clock is manual).
+#[inline(always)]
+fn stamped(shard: &Shard, core: &Core, deadline: u64) -> Plan {
+    let now = shard.read(core.clock.as_ref());
+    if deadline <= now {
+        Plan::Due { meant: now }
+    } else {
+        Plan::Stamped {
+            deadline,
+            now: core.exact || deadline - now < core.short_ns,
         }
     }
 }

@@ -94,6 +94,13 @@ impl Core {
         })
     }
 
+    /// The instant of clock time `ns` (about 30 years ahead for times `Instant` cannot hold).
+    pub(crate) fn instant_of(&self, ns: u64) -> Instant {
+        self.origin
+            .checked_add(Duration::from_nanos(ns))
+            .unwrap_or_else(|| self.origin + Duration::from_secs(30 * 365 * 86_400))
+    }
+
     /// Clock nanoseconds of `at` (0 for instants before the origin, saturating far ahead).
     pub(crate) fn ns_of(&self, at: Instant) -> u64 {
         duration_to_ns(at.saturating_duration_since(self.origin))
@@ -142,8 +149,18 @@ impl Core {
     /// Hands a due task's job to the executor. An executor that panics loses nothing: the task
     /// stays due and `shutdown` hands it back.
     pub(crate) fn dispatch(self: &Arc<Self>, due: Due<Fire>) {
-        let core = self.clone();
         let fire = due.item;
+        if crate::registry::shard(fire.shard)
+            .slots
+            .get(fire.slot)
+            .word()
+            .has(crate::word::WAKE)
+        {
+            // Waking a future is a few atomic operations: done here, without a hop through the
+            // pool. (A stale word only sends a job that finds nothing to the executor.)
+            return crate::job::run(self, fire);
+        }
+        let core = self.clone();
         let _ = crate::panic::catch(|| {
             self.executor
                 .execute(Box::new(move || crate::job::run(&core, fire)))

@@ -100,6 +100,17 @@ impl TimerHandle {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn reschedule(&self, delay: Duration) -> bool {
+        let delay = duration_to_ns(delay);
+        self.move_to(|_| delay)
+    }
+
+    /// Moves the task's next run to clock time `deadline` (see `reschedule`).
+    pub(crate) fn reschedule_at(&self, deadline: u64) -> bool {
+        self.move_to(|now| deadline.saturating_sub(now))
+    }
+
+    /// `reschedule` with the delay computed from the clock reading it uses.
+    fn move_to(&self, delay_at: impl FnOnce(u64) -> u64) -> bool {
         let shard = self.shard();
         let Some(core) = shard.core() else {
             return false;
@@ -113,7 +124,7 @@ impl TimerHandle {
             self.slot(),
             core.clock.as_ref(),
             now,
-            duration_to_ns(delay),
+            delay_at(now),
             &mut due,
         );
         if let Some(t) = moved {

@@ -42,6 +42,12 @@ pub(crate) fn run(core: &Arc<Core>, fire: Fire) {
             core.panics.run(f);
             finish(&shard, fire, run, DONE);
         }
+        Work::Wake(waiter, epoch) => {
+            core.count_run(late);
+            // A waker is foreign code: a panicking one is counted like a panicking task.
+            core.panics.run(|| waiter.fire(epoch));
+            finish(&shard, fire, run, DONE);
+        }
         Work::Every { f, period, policy } => {
             let scheduled = s.deadline.load(Relaxed);
             Periodic {
@@ -167,7 +173,12 @@ impl Periodic<'_> {
 
 /// The next run of a fixed-rate task whose run for `scheduled` just ended at `now`, and how many
 /// runs it skips to get there. `None` if it would fall past the end of time (`u64::MAX` ns).
-fn next_run(scheduled: u64, period: u64, now: u64, policy: MisfirePolicy) -> (Option<u64>, u64) {
+pub(crate) fn next_run(
+    scheduled: u64,
+    period: u64,
+    now: u64,
+    policy: MisfirePolicy,
+) -> (Option<u64>, u64) {
     let Some(next) = scheduled.checked_add(period) else {
         return (None, 0);
     };

@@ -13,6 +13,8 @@
 //! - `max_pending` backpressure refuses an add with an error that hands the task back.
 //! - [`Timer::shutdown`] returns every task that never ran; calling it from a task is fine.
 //! - A [`ManualClock`] drives the same code in tests: days of timers in milliseconds.
+//! - Futures for any async runtime: [`Timer::sleep`], [`Timer::timeout`], [`Timer::interval`],
+//!   woken by the tick thread directly, cancelled when dropped.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -43,6 +45,7 @@ mod builder;
 mod chunked;
 mod core;
 mod error;
+mod future;
 mod handle;
 mod job;
 mod lifecycle;
@@ -63,6 +66,7 @@ mod word;
 pub use builder::{MIN_TICK, TimerBuilder};
 pub use error::{AddError, BuildError};
 pub use executor::{Executor, InlineExecutor, Job, RayonExecutor};
+pub use future::{Interval, Sleep, Timeout, TimeoutError};
 pub use handle::TimerHandle;
 pub use job::{BURST, MAX_CATCH_UP};
 pub use reaper::{Clock, Driver, ManualClock, RealClock};

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::core::{Core, active};
 use crate::loom::atomic::{Ordering::*, fence};
 use crate::shard::Returned;
-use crate::task::{Task, When};
+use crate::task::{Task, When, Work};
 
 impl Core {
     /// See [`Timer::shutdown`](crate::Timer::shutdown). Idempotent: only the first call does
@@ -36,6 +36,14 @@ impl Core {
         self.lifecycle.finish_close();
         back.sort_by_key(|r| r.deadline);
         self.returned.fetch_add(back.len() as u64, Relaxed);
+        // Futures are not handed back: they are told, and complete saying so.
+        back.retain_mut(|r| match &r.work {
+            Work::Wake(waiter, epoch) => {
+                self.panics.run(|| waiter.shut_down(*epoch));
+                false
+            }
+            _ => true,
+        });
         back.into_iter()
             .map(|r| Task {
                 when: self.when_of(r.deadline),

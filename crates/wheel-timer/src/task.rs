@@ -5,6 +5,9 @@ use std::time::{Duration, Instant};
 
 use reaper::duration_to_ns;
 
+use crate::future::Waiter;
+use std::sync::Arc;
+
 /// What a periodic task does when the timer fell behind by a period or more (a stalled machine,
 /// a saturated pool). Runs are on the grid `first + k * period` (fixed rate).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -23,6 +26,8 @@ pub enum MisfirePolicy {
 pub(crate) enum When {
     After(Duration),
     At(Instant),
+    /// At this reading of the timer's clock (the futures, which keep their deadline exactly).
+    Clock(u64),
 }
 
 /// The closure of a task and how it repeats: what a slot's cell holds (32 bytes, so a slot stays
@@ -35,6 +40,9 @@ pub(crate) enum Work {
         period: u64,
         policy: MisfirePolicy,
     },
+    /// Wakes a future's arming `epoch`: run where it is handed out, never on the executor, and
+    /// never returned by `shutdown` (which wakes it instead).
+    Wake(Arc<Waiter>, u64),
 }
 
 /// A task for [`Timer::add_or_submit`](crate::Timer::add_or_submit): a closure and when to run it.
@@ -103,6 +111,7 @@ impl Task {
         match self.work {
             Work::Once(f) => f(),
             Work::Every { mut f, .. } => f(),
+            Work::Wake(waiter, epoch) => waiter.fire(epoch),
         }
     }
 }
@@ -115,6 +124,7 @@ impl fmt::Debug for Task {
             Work::Every { period, policy, .. } => d
                 .field("every", &Duration::from_nanos(*period))
                 .field("misfire", policy),
+            Work::Wake(..) => d.field("kind", &"wakes a future"),
         };
         d.finish_non_exhaustive()
     }

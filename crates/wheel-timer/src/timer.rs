@@ -2,14 +2,16 @@
 //! hands due tasks to the executor; `shutdown` hands back what never ran.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use reaper::Due;
 
 use crate::builder::TimerBuilder;
 use crate::core::Core;
 use crate::error::{AddError, BuildError};
+use crate::future::{Interval, Sleep, Timeout};
 use crate::handle::TimerHandle;
 use crate::local;
 use crate::loom::atomic::Ordering::Relaxed;
@@ -155,11 +157,57 @@ impl Timer {
         s
     }
 
+    /// A future that completes `delay` from now by this timer's clock (see [`Sleep`]).
+    ///
+    /// ```
+    /// # async fn example(timer: &wheel_timer::Timer) {
+    /// timer.sleep(std::time::Duration::from_millis(250)).await;
+    /// # }
+    /// ```
+    pub fn sleep(&self, delay: Duration) -> Sleep {
+        let now = self.core.clock.now();
+        Sleep::new(
+            &self.core,
+            now.saturating_add(reaper::duration_to_ns(delay)),
+        )
+    }
+
+    /// A future that completes at `deadline` (at once if it passed; see [`Sleep`]).
+    pub fn sleep_until(&self, deadline: Instant) -> Sleep {
+        Sleep::new(&self.core, self.core.ns_of(deadline))
+    }
+
+    /// Runs `future` for at most `delay`: see [`Timeout`].
+    pub fn timeout<F: Future>(&self, delay: Duration, future: F) -> Timeout<F> {
+        Timeout::new(future, self.sleep(delay))
+    }
+
+    /// Runs `future` until `deadline` at most: see [`Timeout`].
+    pub fn timeout_at<F: Future>(&self, deadline: Instant, future: F) -> Timeout<F> {
+        Timeout::new(future, self.sleep_until(deadline))
+    }
+
+    /// Ticks every `period`, the first tick at once: see [`Interval`].
+    pub fn interval(&self, period: Duration) -> Interval {
+        Interval::new(self.sleep(Duration::ZERO), reaper::duration_to_ns(period))
+    }
+
+    /// Ticks every `period`, the first tick at `start`: see [`Interval`].
+    pub fn interval_at(&self, start: Instant, period: Duration) -> Interval {
+        Interval::new(self.sleep_until(start), reaper::duration_to_ns(period))
+    }
+
     /// Stops the timer: waits for tasks already running, and returns every task that never ran
     /// (waiting for its deadline, or handed to the executor but not started), earliest deadline
     /// first. Afterwards every add is refused with [`AddError::Shutdown`]. Idempotent: later
     /// calls return nothing. Called from inside one of this timer's tasks, it does not wait for
     /// that task (and so does not deadlock).
+    ///
+    /// Pending futures ([`Sleep`], [`Timeout`], [`Interval`]) are not returned: they are woken at
+    /// once and complete saying the timer shut down ([`Sleep::is_shutdown`],
+    /// [`TimeoutError::ShutDown`](crate::TimeoutError::ShutDown), [`Interval::is_shutdown`]). They count in
+    /// [`Stats::returned`](crate::Stats::returned) with the returned tasks. (Shutdown waits for
+    /// running tasks, so call it from async code through your runtime's blocking facility.)
     ///
     /// ```
     /// use std::time::Duration;

@@ -9,7 +9,8 @@
 //! | 5       | `PERIODIC`   | the task repeats (set at add, fixed while the slot is occupied) |
 //! | 6       | `STAMPED`    | with `QUEUED`: the deadline is already known (else the slot holds a delay) |
 //! | 7       | `BUSY`       | with `RUNNING`: the task's closure is running now (a cancel of a periodic task from another thread waits for it to end) |
-//! | 8..32   | handles      | live [`TimerHandle`](crate::TimerHandle)s naming this slot; sticky at its maximum |
+//! | 8       | `WAKE`       | the task wakes a future (`Sleep`, `Timeout`, `Interval`): it runs on the thread that hands it out, not on the executor (set at add, fixed while the slot is occupied) |
+//! | 9..32   | handles      | live [`TimerHandle`](crate::TimerHandle)s naming this slot; sticky at its maximum |
 //! | 32..64  | generation   | bumped each time the slot is vacated, so stale references never match |
 //!
 //! ## States
@@ -46,11 +47,12 @@ pub(crate) const STOP: u64 = 1 << 4;
 pub(crate) const PERIODIC: u64 = 1 << 5;
 pub(crate) const STAMPED: u64 = 1 << 6;
 pub(crate) const BUSY: u64 = 1 << 7;
-const FLAGS: u64 = STOP | PERIODIC | STAMPED | BUSY;
-const HANDLE_SHIFT: u32 = 8;
+pub(crate) const WAKE: u64 = 1 << 8;
+const FLAGS: u64 = STOP | PERIODIC | STAMPED | BUSY | WAKE;
+const HANDLE_SHIFT: u32 = 9;
 const HANDLE_ONE: u64 = 1 << HANDLE_SHIFT;
 /// The largest handle count; a count that reaches it never moves again (the slot stays pinned).
-pub(crate) const MAX_HANDLES: u64 = (1 << 24) - 1;
+pub(crate) const MAX_HANDLES: u64 = (1 << 23) - 1;
 const GEN_SHIFT: u32 = 32;
 
 /// A decoded slot word.
@@ -96,7 +98,7 @@ impl Word {
         matches!(self.state(), DONE | CANCELLED | RETURNED)
     }
 
-    /// The same word in `state` (flags other than `PERIODIC` cleared, handles kept).
+    /// The same word in `state` (flags other than `PERIODIC` and `WAKE` cleared, handles kept).
     #[inline]
     pub(crate) fn with_state(self, state: State) -> Word {
         Word((self.0 & !(STATE_MASK | STOP | STAMPED | BUSY)) | state)
@@ -172,12 +174,13 @@ impl std::fmt::Debug for Word {
         .unwrap_or("?");
         write!(
             f,
-            "Word(gen {}, {name}{}{}{}{}, {} handles)",
+            "Word(gen {}, {name}{}{}{}{}{}, {} handles)",
             self.generation(),
             if self.has(STOP) { "|STOP" } else { "" },
             if self.has(PERIODIC) { "|PERIODIC" } else { "" },
             if self.has(STAMPED) { "|STAMPED" } else { "" },
             if self.has(BUSY) { "|BUSY" } else { "" },
+            if self.has(WAKE) { "|WAKE" } else { "" },
             self.handles()
         )
     }

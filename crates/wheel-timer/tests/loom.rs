@@ -359,3 +359,40 @@ fn handle_drop_races_fire() {
         assert_eq!(timer.stats().fired, 2);
     });
 }
+
+/// A `Sleep` polled on one thread while the tick thread fires it: the poll either sees it
+/// complete or leaves a waker that the fire wakes. No lost wake-up, and never two.
+#[test]
+fn sleep_poll_races_fire() {
+    use std::future::Future;
+    use std::task::{Context, Wake, Waker};
+
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let timer = manual(&clock);
+        let mut sleep = timer.sleep(MS);
+        let wakes = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(wakes.clone());
+        let poller = loom::thread::spawn(move || {
+            let ready = std::pin::Pin::new(&mut sleep)
+                .poll(&mut Context::from_waker(&waker))
+                .is_ready();
+            (ready, sleep)
+        });
+        clock.advance(MS);
+        let (ready, sleep) = poller.join().unwrap();
+        assert!(sleep.is_elapsed());
+        let woken = wakes.0.load(SeqCst);
+        assert!(woken <= 1, "woken {woken} times");
+        assert!(
+            ready || woken == 1,
+            "the poll missed the fire and nobody woke it"
+        );
+    });
+}

@@ -1,0 +1,155 @@
+//! [`Interval`]: ticks at a fixed rate (with a misfire policy) or with a fixed delay.
+
+use std::fmt;
+use std::future::poll_fn;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use super::{Outcome, Sleep};
+use crate::job::next_run;
+use crate::loom::atomic::Ordering::Relaxed;
+use crate::task::MisfirePolicy;
+
+/// Ticks every `period`, from [`Timer::interval`](crate::Timer::interval) and
+/// [`Timer::interval_at`](crate::Timer::interval_at).
+///
+/// [`tick`](Self::tick) completes at each tick with the instant that tick was scheduled for.
+/// By default ticks are on a fixed-rate grid `start + k * period`, and when the caller fell
+/// behind by a period or more, the [`MisfirePolicy`] says what happens, as for
+/// [`Task::every`](crate::Task::every): `RunOnce` (the default) gives one tick for all the missed
+/// ones and goes on at the next grid point after now; `Skip` gives no late tick and waits for the
+/// next grid point after now; `CatchUp` gives every missed tick at once, back to back (at most
+/// [`MAX_CATCH_UP`](crate::MAX_CATCH_UP) of them). With
+/// [`set_fixed_delay`](Self::set_fixed_delay) the next tick is instead one period after the
+/// previous one was taken (JDK's `scheduleWithFixedDelay`, tokio's `MissedTickBehavior::Delay`).
+///
+/// A period below the timer's tick (zero included) ticks at the tick, as `Task::every` runs.
+/// Ticks are never early. If the timer shuts down, `tick` completes at once (every time) and
+/// [`is_shutdown`](Self::is_shutdown) says so.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use wheel_timer::{InlineExecutor, ManualClock, Timer};
+///
+/// let clock = ManualClock::new();
+/// let timer = Timer::builder().clock(clock.clone()).executor(Arc::new(InlineExecutor::new())).build()?;
+/// let mut every = timer.interval(Duration::from_secs(10));
+/// // (in async code: `every.tick().await`)
+/// # use std::task::{Context, Poll, Waker};
+/// # let mut cx = Context::from_waker(Waker::noop());
+/// # let mut tick = |i: &mut wheel_timer::Interval| match std::pin::pin!(i.tick()).poll(&mut cx) {
+/// #     Poll::Ready(at) => Some(at), Poll::Pending => None };
+/// # use std::future::Future;
+/// let first = tick(&mut every).expect("the first tick is at once");
+/// assert!(tick(&mut every).is_none());
+/// clock.advance(Duration::from_secs(10));
+/// assert_eq!(tick(&mut every), Some(first + Duration::from_secs(10)));
+/// # Ok(()) }
+/// ```
+pub struct Interval {
+    sleep: Sleep,
+    /// Nanoseconds, at least the tick.
+    period: u64,
+    policy: MisfirePolicy,
+    fixed_delay: bool,
+}
+
+impl Interval {
+    /// First tick at clock time `start`, then every `period` ns.
+    pub(crate) fn new(sleep: Sleep, period: u64) -> Interval {
+        let tick = sleep.core().tick_ns;
+        Interval {
+            sleep,
+            period: period.max(tick),
+            policy: MisfirePolicy::default(),
+            fixed_delay: false,
+        }
+    }
+
+    /// Completes at the next tick with the instant it was scheduled for. Cancel-safe: dropping
+    /// the returned future before it completes loses no tick.
+    pub async fn tick(&mut self) -> Instant {
+        poll_fn(|cx| self.poll_tick(cx)).await
+    }
+
+    /// The poll behind [`tick`](Self::tick), for hand-written futures and streams.
+    pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
+        loop {
+            let scheduled = self.sleep.deadline_ns();
+            match self.sleep.poll_outcome(cx) {
+                Poll::Pending => return Poll::Pending,
+                // Shut down: every tick completes at once, at the instant it was due.
+                Poll::Ready(Outcome::ShutDown) => {
+                    return Poll::Ready(self.sleep.core().instant_of(scheduled));
+                }
+                Poll::Ready(Outcome::Fired) => {}
+            }
+            let core = self.sleep.core().clone();
+            let now = core.clock.now();
+            if self.fixed_delay {
+                self.sleep.reset_to(now.saturating_add(self.period));
+                return Poll::Ready(core.instant_of(scheduled));
+            }
+            let late = now.saturating_sub(scheduled);
+            let (next, mut skipped) = next_run(scheduled, self.period, now, self.policy);
+            // Past the end of time there is no next grid point: the last tick repeats there.
+            self.sleep.reset_to(next.unwrap_or(u64::MAX));
+            // Rounding to the tick makes every tick up to a tick late: not a misfire.
+            let skip_this = self.policy == MisfirePolicy::Skip
+                && late >= self.period.saturating_add(core.tick_ns);
+            skipped += u64::from(skip_this);
+            if skipped > 0 {
+                core.skipped.fetch_add(skipped, Relaxed);
+            }
+            if skip_this {
+                continue; // no late tick: wait for the next grid point
+            }
+            return Poll::Ready(core.instant_of(scheduled));
+        }
+    }
+
+    /// Sets what happens to ticks the caller fell behind on (fixed-rate mode).
+    pub fn set_misfire_policy(&mut self, policy: MisfirePolicy) {
+        self.policy = policy;
+    }
+
+    /// The misfire policy.
+    pub fn misfire_policy(&self) -> MisfirePolicy {
+        self.policy
+    }
+
+    /// Fixed-delay mode: each tick comes one period after the previous one was taken, instead
+    /// of on a fixed-rate grid (the misfire policy then does not apply).
+    pub fn set_fixed_delay(&mut self, fixed_delay: bool) {
+        self.fixed_delay = fixed_delay;
+    }
+
+    /// The period, after rounding up to the timer's tick.
+    pub fn period(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.period)
+    }
+
+    /// True if the timer shut down: every tick now completes at once.
+    pub fn is_shutdown(&self) -> bool {
+        self.sleep.is_shutdown()
+    }
+
+    /// Moves the next tick to `at` (and the fixed-rate grid with it).
+    pub fn reset_at(&mut self, at: Instant) {
+        let ns = self.sleep.core().ns_of(at);
+        self.sleep.reset_to(ns);
+    }
+}
+
+impl fmt::Debug for Interval {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Interval")
+            .field("next", &self.sleep.deadline())
+            .field("period", &self.period())
+            .field("policy", &self.policy)
+            .field("fixed_delay", &self.fixed_delay)
+            .finish()
+    }
+}

@@ -1,0 +1,169 @@
+//! [`Sleep`]: a future that completes at a deadline of the timer's clock.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use super::{Outcome, Waiter};
+use crate::core::Core;
+use crate::handle::TimerHandle;
+use crate::local;
+use crate::task::{Task, When, Work};
+
+/// A future that completes once the timer's clock reaches its deadline: never early, on the real
+/// clock or a [`ManualClock`](crate::ManualClock). Made by [`Timer::sleep`](crate::Timer::sleep)
+/// and [`Timer::sleep_until`](crate::Timer::sleep_until).
+///
+/// It is armed when made: it counts in [`Timer::pending`](crate::Timer::pending) until it fires
+/// or is dropped, and dropping it cancels its timer at once (O(1), nothing retained). If the
+/// timer shuts down (or is dropped) first, it completes at once and
+/// [`is_shutdown`](Self::is_shutdown) says so. `Send + Sync + Unpin + 'static`: spawn it, store
+/// it, poll it from any task.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use wheel_timer::{InlineExecutor, ManualClock, Timer};
+///
+/// let clock = ManualClock::new();
+/// let timer = Timer::builder().clock(clock.clone()).executor(Arc::new(InlineExecutor::new())).build()?;
+/// let sleep = timer.sleep(Duration::from_secs(30));
+/// assert_eq!(timer.pending(), 1);
+/// clock.advance(Duration::from_secs(30));
+/// assert!(sleep.is_elapsed()); // `.await` would complete now
+/// # Ok(()) }
+/// ```
+#[must_use = "a sleep does nothing unless awaited"]
+pub struct Sleep {
+    core: Arc<Core>,
+    waiter: Arc<Waiter>,
+    handle: Option<TimerHandle>,
+    epoch: u64,
+    /// Clock nanoseconds.
+    deadline: u64,
+}
+
+impl Sleep {
+    /// A sleep until clock time `deadline`, armed.
+    pub(crate) fn new(core: &Arc<Core>, deadline: u64) -> Sleep {
+        let mut sleep = Sleep {
+            core: core.clone(),
+            waiter: Arc::new(Waiter::new()),
+            handle: None,
+            epoch: 0,
+            deadline,
+        };
+        sleep.arm();
+        sleep
+    }
+
+    /// Adds the task of the current epoch; if the timer refuses it (shut down), ends the epoch.
+    fn arm(&mut self) {
+        let core = &self.core;
+        let task = Task {
+            when: When::Clock(self.deadline),
+            work: Work::Wake(self.waiter.clone(), self.epoch),
+        };
+        let added = if core.lifecycle.is_open() {
+            crate::add::add(core, local::lease(core), task).ok()
+        } else {
+            None
+        };
+        if added.is_none() {
+            self.waiter.shut_down(self.epoch);
+        }
+        self.handle = added;
+    }
+
+    /// The instant it completes at (by the timer's clock; see
+    /// [`TimerBuilder::clock`](crate::TimerBuilder::clock) for how a manual clock maps instants).
+    pub fn deadline(&self) -> Instant {
+        self.core.instant_of(self.deadline)
+    }
+
+    /// True once the deadline came (the future is ready, or was).
+    pub fn is_elapsed(&self) -> bool {
+        self.waiter.outcome(self.epoch) == Some(Outcome::Fired)
+    }
+
+    /// True if it completed because the timer shut down (or was gone) before the deadline.
+    pub fn is_shutdown(&self) -> bool {
+        self.waiter.outcome(self.epoch) == Some(Outcome::ShutDown)
+    }
+
+    /// Moves the deadline to `deadline`, earlier or later, whether or not the sleep already
+    /// completed: it completes again at the new deadline. O(1): the armed timer is moved if it is
+    /// still waiting, else a new one is armed (a late wake-up of the old one is ignored).
+    pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
+        let ns = self.core.ns_of(deadline);
+        self.get_mut().reset_to(ns);
+    }
+
+    /// `reset` in clock nanoseconds.
+    pub(crate) fn reset_to(&mut self, deadline: u64) {
+        self.deadline = deadline;
+        if self.waiter.outcome(self.epoch).is_none()
+            && let Some(h) = &self.handle
+            && h.reschedule_at(deadline)
+        {
+            return;
+        }
+        self.cancel();
+        self.epoch = self.waiter.rearm();
+        self.arm();
+    }
+
+    /// Cancels the armed timer, if any (the future will not complete for this arming).
+    pub(crate) fn cancel(&mut self) {
+        if let Some(h) = self.handle.take() {
+            h.cancel();
+        }
+    }
+
+    /// The clock time it completes at, in nanoseconds.
+    pub(crate) fn deadline_ns(&self) -> u64 {
+        self.deadline
+    }
+
+    /// The timer it belongs to.
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.core
+    }
+
+    /// Ready with how the current arming ended.
+    pub(crate) fn poll_outcome(&mut self, cx: &mut Context<'_>) -> Poll<Outcome> {
+        let o = self.waiter.poll(self.epoch, cx);
+        if o.is_ready() {
+            self.handle = None; // final: nothing left to cancel
+        }
+        o
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.get_mut().poll_outcome(cx).map(drop)
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        self.cancel();
+    }
+}
+
+impl fmt::Debug for Sleep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sleep")
+            .field("deadline", &self.deadline())
+            .field("elapsed", &self.is_elapsed())
+            .field("shutdown", &self.is_shutdown())
+            .finish()
+    }
+}

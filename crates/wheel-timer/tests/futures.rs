@@ -1,0 +1,398 @@
+//! The futures (`Sleep`, `Timeout`, `Interval`): on the manual clock, polled by hand with a
+//! counting waker, so every assertion is exact (which instant, how many wake-ups); then under
+//! tokio's multi-thread runtime and `futures`' executor on the real clock, asserting only "not
+//! early" and "eventually".
+
+use std::future::Future;
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use wheel_timer::{
+    InlineExecutor, Interval, ManualClock, MisfirePolicy, Sleep, TimeoutError, Timer,
+};
+
+mod support;
+use support::{MS, Rng, SEC, manual};
+
+/// A waker that counts its wake-ups.
+#[derive(Default)]
+struct Count(AtomicUsize);
+
+impl Wake for Count {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+fn counter() -> (Arc<Count>, Waker) {
+    let c = Arc::new(Count::default());
+    (c.clone(), Waker::from(c))
+}
+
+fn poll<F: Future + Unpin>(f: &mut F, waker: &Waker) -> Poll<F::Output> {
+    Pin::new(f).poll(&mut Context::from_waker(waker))
+}
+
+/// One poll of `interval.tick()` (a fresh tick future each time: cancel-safety in action).
+fn tick(interval: &mut Interval, waker: &Waker) -> Option<Instant> {
+    match pin!(interval.tick()).poll(&mut Context::from_waker(waker)) {
+        Poll::Ready(at) => Some(at),
+        Poll::Pending => None,
+    }
+}
+
+#[test]
+fn sleep_completes_at_its_deadline_and_not_before() {
+    let (clock, timer) = manual();
+    let (wakes, waker) = counter();
+    let mut sleep = timer.sleep(30 * SEC);
+    assert_eq!(timer.pending(), 1, "a sleep is a pending timer");
+    assert!(poll(&mut sleep, &waker).is_pending());
+    clock.advance(30 * SEC - MS);
+    assert_eq!(wakes.0.load(SeqCst), 0);
+    assert!(poll(&mut sleep, &waker).is_pending() && !sleep.is_elapsed());
+    clock.advance(MS);
+    assert_eq!(wakes.0.load(SeqCst), 1, "woken once, by the tick thread");
+    assert!(sleep.is_elapsed() && !sleep.is_shutdown());
+    assert!(poll(&mut sleep, &waker).is_ready());
+    clock.advance(SEC);
+    assert_eq!(wakes.0.load(SeqCst), 1, "never woken twice for one arming");
+    let s = timer.stats();
+    assert_eq!((s.pending, s.added, s.fired, s.cancelled), (0, 1, 1, 0));
+    assert_eq!(s.lateness_max, Duration::ZERO);
+}
+
+#[test]
+fn dropping_a_sleep_cancels_its_timer() {
+    let (clock, timer) = manual();
+    let sleep = timer.sleep(SEC);
+    assert_eq!(timer.pending(), 1);
+    drop(sleep);
+    assert_eq!(timer.pending(), 0);
+    clock.advance(2 * SEC);
+    let s = timer.stats();
+    assert_eq!((s.fired, s.cancelled), (0, 1));
+}
+
+#[test]
+fn reset_moves_the_deadline_either_way_even_after_completion() {
+    let (clock, timer) = manual();
+    let (wakes, waker) = counter();
+    let mut sleep = timer.sleep(10 * SEC);
+    let base = sleep.deadline() - 10 * SEC;
+    assert!(poll(&mut sleep, &waker).is_pending());
+    Pin::new(&mut sleep).reset(base + 20 * SEC); // later
+    clock.advance(10 * SEC);
+    assert!(!sleep.is_elapsed(), "the old deadline no longer counts");
+    Pin::new(&mut sleep).reset(base + 15 * SEC); // earlier than the new one
+    assert_eq!(sleep.deadline(), base + 15 * SEC);
+    clock.advance(5 * SEC - MS);
+    assert!(!sleep.is_elapsed());
+    clock.advance(MS);
+    assert!(sleep.is_elapsed());
+    assert_eq!(wakes.0.load(SeqCst), 1);
+    // After completing: reset re-arms it.
+    Pin::new(&mut sleep).reset(base + 20 * SEC);
+    assert!(!sleep.is_elapsed() && poll(&mut sleep, &waker).is_pending());
+    assert_eq!(timer.pending(), 1);
+    clock.advance(5 * SEC);
+    assert!(poll(&mut sleep, &waker).is_ready());
+    assert_eq!(wakes.0.load(SeqCst), 2);
+    // Into the past: complete at once.
+    Pin::new(&mut sleep).reset(base);
+    assert!(sleep.is_elapsed());
+    assert_eq!(timer.pending(), 0);
+}
+
+#[test]
+fn a_deadline_already_passed_completes_at_once() {
+    let (_clock, timer) = manual();
+    let (wakes, waker) = counter();
+    let mut sleep = timer.sleep(Duration::ZERO);
+    assert!(sleep.is_elapsed());
+    assert!(poll(&mut sleep, &waker).is_ready());
+    let mut past = timer.sleep_until(Instant::now() - SEC);
+    assert!(poll(&mut past, &waker).is_ready());
+    assert_eq!(
+        wakes.0.load(SeqCst),
+        0,
+        "ready on the first poll: nothing to wake"
+    );
+    assert_eq!(timer.stats().fired, 2);
+}
+
+#[test]
+fn only_the_latest_waker_is_woken() {
+    let (clock, timer) = manual();
+    let (first, w1) = counter();
+    let (second, w2) = counter();
+    let mut sleep = timer.sleep(SEC);
+    assert!(poll(&mut sleep, &w1).is_pending());
+    assert!(poll(&mut sleep, &w2).is_pending()); // moved to another task
+    clock.advance(SEC);
+    assert_eq!((first.0.load(SeqCst), second.0.load(SeqCst)), (0, 1));
+}
+
+#[test]
+fn timeout_either_way() {
+    let (clock, timer) = manual();
+    let (_, waker) = counter();
+    // The future wins: the timer is cancelled, never fired.
+    let mut quick = pin!(timer.timeout(SEC, async { 7 }));
+    assert_eq!(
+        quick.as_mut().poll(&mut Context::from_waker(&waker)),
+        Poll::Ready(Ok(7))
+    );
+    assert_eq!(timer.pending(), 0);
+    assert_eq!(timer.stats().cancelled, 1);
+    // The deadline wins, exactly at it.
+    let mut slow = pin!(timer.timeout(SEC, std::future::pending::<()>()));
+    assert!(
+        slow.as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending()
+    );
+    clock.advance(SEC - MS);
+    assert!(
+        slow.as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending()
+    );
+    clock.advance(MS);
+    assert_eq!(
+        slow.as_mut().poll(&mut Context::from_waker(&waker)),
+        Poll::Ready(Err(TimeoutError::Elapsed))
+    );
+    let s = timer.stats();
+    assert_eq!((s.fired, s.cancelled, s.pending), (1, 1, 0));
+}
+
+#[test]
+fn shutdown_wakes_every_pending_future_and_says_so() {
+    let (clock, timer) = manual();
+    let (wakes, waker) = counter();
+    let mut sleep = timer.sleep(SEC);
+    let mut timeout = pin!(timer.timeout(SEC, std::future::pending::<()>()));
+    let mut interval = timer.interval(SEC);
+    assert!(tick(&mut interval, &waker).is_some(), "first tick at once");
+    assert!(poll(&mut sleep, &waker).is_pending());
+    assert!(
+        timeout
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending()
+    );
+    assert!(tick(&mut interval, &waker).is_none());
+    assert!(
+        timer.shutdown().is_empty(),
+        "futures are not returned as tasks"
+    );
+    assert_eq!(wakes.0.load(SeqCst), 3, "each pending future woken once");
+    assert!(poll(&mut sleep, &waker).is_ready() && sleep.is_shutdown() && !sleep.is_elapsed());
+    assert_eq!(
+        timeout.as_mut().poll(&mut Context::from_waker(&waker)),
+        Poll::Ready(Err(TimeoutError::ShutDown))
+    );
+    assert!(tick(&mut interval, &waker).is_some() && interval.is_shutdown());
+    assert!(
+        tick(&mut interval, &waker).is_some(),
+        "and every tick after"
+    );
+    assert_eq!(timer.stats().returned, 3);
+    // Made after shutdown: completes at once, saying so.
+    let mut late = timer.sleep(SEC);
+    assert!(poll(&mut late, &waker).is_ready() && late.is_shutdown());
+    clock.advance(SEC);
+    assert_eq!(
+        timer.stats().fired,
+        1,
+        "only the interval's first tick fired"
+    );
+}
+
+#[test]
+fn dropping_the_timer_wakes_its_futures() {
+    let (_clock, timer) = manual();
+    let (wakes, waker) = counter();
+    let mut sleep = timer.sleep(SEC);
+    assert!(poll(&mut sleep, &waker).is_pending());
+    drop(timer);
+    assert_eq!(wakes.0.load(SeqCst), 1);
+    assert!(poll(&mut sleep, &waker).is_ready() && sleep.is_shutdown());
+}
+
+#[test]
+fn a_panicking_waker_is_counted_and_the_tick_thread_lives_on() {
+    struct Grenade;
+    impl Wake for Grenade {
+        fn wake(self: Arc<Self>) {
+            panic!("waker panics");
+        }
+    }
+    let (clock, timer) = manual();
+    let bad = Waker::from(Arc::new(Grenade));
+    let mut sleep = timer.sleep(MS);
+    assert!(poll(&mut sleep, &bad).is_pending());
+    clock.advance(MS);
+    assert!(sleep.is_elapsed());
+    assert_eq!(timer.stats().panicked, 1);
+    let (wakes, waker) = counter();
+    let mut next = timer.sleep(MS);
+    assert!(poll(&mut next, &waker).is_pending());
+    clock.advance(MS);
+    assert_eq!(wakes.0.load(SeqCst), 1, "the tick thread still runs");
+}
+
+/// The instants an interval gives, as offsets from its start, polling after each clock move.
+fn ticks(
+    policy: Option<MisfirePolicy>,
+    period: Duration,
+    moves: &[Duration],
+) -> Vec<Vec<Duration>> {
+    let (clock, timer) = manual();
+    let (_, waker) = counter();
+    let mut interval = timer.interval(period);
+    match policy {
+        Some(p) => interval.set_misfire_policy(p),
+        None => interval.set_fixed_delay(true),
+    }
+    let start = tick(&mut interval, &waker).expect("the first tick is at once");
+    moves
+        .iter()
+        .map(|&d| {
+            clock.advance(d);
+            std::iter::from_fn(|| tick(&mut interval, &waker).map(|at| at - start)).collect()
+        })
+        .collect()
+}
+
+#[test]
+fn interval_ticks_per_misfire_policy() {
+    let p = 10 * MS;
+    let (m35, m5, m10) = (35 * MS, 5 * MS, 10 * MS);
+    // On time: one tick per period.
+    assert_eq!(
+        ticks(Some(MisfirePolicy::RunOnce), p, &[m10, m10]),
+        [vec![m10], vec![20 * MS]]
+    );
+    // 35 ms late: one tick for the missed ones, then the grid point after now (40 ms).
+    assert_eq!(
+        ticks(Some(MisfirePolicy::RunOnce), p, &[m35, m5]),
+        [vec![m10], vec![40 * MS]]
+    );
+    // Skip: no late tick at all; the next one at 40 ms.
+    assert_eq!(
+        ticks(Some(MisfirePolicy::Skip), p, &[m35, m5]),
+        [vec![], vec![40 * MS]]
+    );
+    // CatchUp: every missed tick, back to back, then on the grid.
+    assert_eq!(
+        ticks(Some(MisfirePolicy::CatchUp), p, &[m35, m5]),
+        [vec![m10, 20 * MS, 30 * MS], vec![40 * MS]]
+    );
+    // Fixed delay: a period after the tick was taken (at 35 ms): 45 ms.
+    assert_eq!(
+        ticks(None, p, &[m35, 9 * MS, MS]),
+        [vec![m10], vec![], vec![45 * MS]]
+    );
+    // A period below the tick (zero included) ticks at the tick, and nothing panics.
+    for tiny in [Duration::ZERO, Duration::from_nanos(1)] {
+        assert_eq!(
+            ticks(Some(MisfirePolicy::RunOnce), tiny, &[MS, MS]),
+            [vec![MS], vec![2 * MS]]
+        );
+    }
+}
+
+#[test]
+fn interval_at_starts_at_its_instant() {
+    let (clock, timer) = manual();
+    let (_, waker) = counter();
+    // Instants map to the manual clock from the timer's build instant: manual time 0 is the
+    // deadline of a zero sleep made now.
+    let zero = timer.sleep(Duration::ZERO).deadline();
+    let mut interval = timer.interval_at(zero + 5 * SEC, SEC);
+    assert_eq!(tick(&mut interval, &waker), None);
+    clock.advance(5 * SEC);
+    assert_eq!(tick(&mut interval, &waker), Some(zero + 5 * SEC));
+    clock.advance(SEC);
+    assert_eq!(tick(&mut interval, &waker), Some(zero + 6 * SEC));
+}
+
+/// 10,000 sleeps across tasks of a 2-worker tokio runtime, some dropped before they complete
+/// (raced against a shorter timeout): every one that completes does so once and not early, and
+/// the timer ends with nothing pending and every arming accounted for.
+#[test]
+fn ten_thousand_sleeps_on_a_multi_thread_runtime() {
+    let timer = Arc::new(Timer::builder().threads(1).build().unwrap());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let completed = Arc::new(AtomicUsize::new(0));
+    let mut rng = Rng::new(42);
+    let jobs: Vec<_> = (0..10_000)
+        .map(|_| {
+            let (timer, completed) = (timer.clone(), completed.clone());
+            let delay = Duration::from_millis(rng.below(50));
+            let race = (rng.below(3) == 0).then(|| Duration::from_millis(rng.below(30)));
+            rt.spawn(async move {
+                let sleep: Sleep = timer.sleep(delay);
+                let deadline = sleep.deadline();
+                let done = match race {
+                    Some(limit) => timer.timeout(limit, sleep).await.is_ok(),
+                    None => {
+                        sleep.await;
+                        true
+                    }
+                };
+                if done {
+                    assert!(Instant::now() >= deadline, "a sleep completed early");
+                    completed.fetch_add(1, SeqCst);
+                }
+            })
+        })
+        .collect();
+    rt.block_on(async {
+        for j in jobs {
+            j.await.expect("no task panicked");
+        }
+    });
+    let s = timer.stats();
+    assert_eq!(s.pending, 0);
+    // Every arming fired or was cancelled (a timeout that won cancelled its sleep).
+    assert_eq!(s.fired + s.cancelled, s.added);
+    assert!(completed.load(SeqCst) >= 6_000);
+}
+
+#[test]
+fn works_under_a_current_thread_runtime_and_futures_executor() {
+    let timer = Timer::builder().threads(1).build().unwrap();
+    let start = Instant::now();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(timer.sleep(20 * MS));
+    assert!(start.elapsed() >= 20 * MS);
+    let mut interval = timer.interval(5 * MS);
+    let first = futures::executor::block_on(interval.tick());
+    let second = futures::executor::block_on(interval.tick());
+    assert_eq!(second - first, 5 * MS);
+    assert!(Instant::now() >= second);
+    assert_eq!(
+        futures::executor::block_on(timer.timeout(5 * MS, std::future::pending::<()>())),
+        Err(TimeoutError::Elapsed)
+    );
+}
+
+#[test]
+fn futures_are_send_sync_and_static() {
+    fn spawnable<T: Send + Sync + 'static>() {}
+    spawnable::<Sleep>();
+    spawnable::<Interval>();
+    spawnable::<wheel_timer::Timeout<Sleep>>();
+    let _ = (ManualClock::new(), InlineExecutor::new());
+}
