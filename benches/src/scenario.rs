@@ -3,8 +3,9 @@
 //! A [`Scenario`] is one workload with an id (`W1`...), a title and a `run` that returns an
 //! [`Outcome`]: tables, chart series and target checks. The `wheelbench` program runs the ones
 //! selected with `--only`. The threaded `Timer` scenarios (W6–W8, on the real clock) are in the
-//! `service` submodule.
+//! `service` submodule; W11, the futures under tokio, in `futures`.
 
+mod futures;
 mod service;
 
 use std::time::{Duration, Instant};
@@ -138,6 +139,7 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
         Box::new(service::Threads),
         Box::new(service::Idle),
         Box::new(service::Accuracy),
+        Box::new(futures::Futures),
     ]
 }
 
