@@ -20,7 +20,9 @@ use crate::impls::hhwt::{Hhwt, HhwtCancel};
 use crate::impls::pq::Pq;
 use crate::report::{self, Table};
 use crate::svg::Series;
-use crate::workloads::{self, ChurnParams, ChurnResult, Job, MemoryResult, SEED, Timing};
+use crate::workloads::{
+    self, ChurnParams, ChurnResult, Job, MemoryResult, SEED, Timing, UniformParams,
+};
 use crate::{Cancel, TimerQueue};
 
 /// Sizes and repetitions of a run.
@@ -456,8 +458,125 @@ impl Scenario for Churn {
             });
         }
         out.tables.push(t);
+        out.tables
+            .push(uniform_shape(cfg, reps, &mut out.checks, progress));
         out
     }
+}
+
+fn uniform_best<Q: Cancel<u64>>(
+    p: &UniformParams,
+    reps: usize,
+    progress: &mut dyn FnMut(&str),
+) -> ChurnResult {
+    progress(&format!("W2 uniform {} (best of {reps})", Q::NAME));
+    let mut best = workloads::churn_uniform::<Q>(p);
+    for _ in 1..reps {
+        let r = workloads::churn_uniform::<Q>(p);
+        if r.timing.elapsed < best.timing.elapsed {
+            best = ChurnResult {
+                peak_bytes: best.peak_bytes.min(r.peak_bytes),
+                ..r
+            };
+        }
+    }
+    best
+}
+
+/// W2's second shape: uniformly random cancels among N live timers of one 30 s timeout.
+fn uniform_shape(
+    cfg: &Config,
+    reps: usize,
+    checks: &mut Vec<Check>,
+    progress: &mut dyn FnMut(&str),
+) -> Table {
+    let p = UniformParams {
+        live: cfg.churn_live(),
+        timeout_ms: 30_000,
+        window_ms: if cfg.quick { 5_000 } else { 10_000 },
+    };
+    type Run = fn(&UniformParams, usize, &mut dyn FnMut(&str)) -> ChurnResult;
+    let runs: [(&str, Run); 5] = [
+        (
+            <TimingWheel<u64> as TimerQueue<u64>>::NAME,
+            uniform_best::<TimingWheel<u64>>,
+        ),
+        (LazyHeap::<u64>::NAME, uniform_best::<LazyHeap<u64>>),
+        (Pq::<u64>::NAME, uniform_best::<Pq<u64>>),
+        (
+            TokioDelayQueue::<u64>::NAME,
+            uniform_best::<TokioDelayQueue<u64>>,
+        ),
+        (HhwtCancel::<u64>::NAME, uniform_best::<HhwtCancel<u64>>),
+    ];
+    let results: Vec<(&str, ChurnResult)> = runs
+        .iter()
+        .map(|&(name, run)| (name, run(&p, reps, progress)))
+        .collect();
+    let ours = results[0].1;
+    let mut t = Table::new(
+        format!(
+            "W2 uniform cancels, ~{} live timers of one 30 s timeout",
+            report::count(p.live)
+        ),
+        &[
+            "implementation",
+            "ns/op",
+            "baseline/ours (time)",
+            "peak MiB",
+            "baseline/ours (peak)",
+        ],
+    );
+    for (i, (name, r)) in results.iter().enumerate() {
+        let x = r.timing.ns_per_op();
+        let (rt, rm) = if i == 0 {
+            ("1.00x (ours)".to_owned(), "1.00x (ours)".to_owned())
+        } else {
+            (
+                report::ratio(ratio_of(x, ours.timing.ns_per_op())),
+                report::ratio(r.peak_bytes as f64 / ours.peak_bytes.max(1) as f64),
+            )
+        };
+        t.row(vec![
+            (*name).to_owned(),
+            report::ns(x),
+            rt,
+            report::mib(r.peak_bytes),
+            rm,
+        ]);
+    }
+    t.note(format!(
+        "{} inserts per ms for 30 s of warm-up (untimed), then a {} s window in which each ms also cancels {} timers picked uniformly among the live ones; 1 ms steps; op = insert, cancel or fire ({} in the window); max live {}",
+        p.rate_per_ms(),
+        p.window_ms / 1000,
+        p.rate_per_ms() / 2,
+        ours.timing.ops,
+        ours.max_live
+    ));
+    t.note("every run checks: each cancel of a live timer succeeds, nothing fires early or more than 1 ms late, the pending count adds up");
+    let get = |name: &str| results.iter().find(|(n, _)| *n == name).map(|&(_, r)| r);
+    if let Some(h) = get(LazyHeap::<u64>::NAME) {
+        let r = ratio_of(h.timing.ns_per_op(), ours.timing.ns_per_op());
+        checks.push(Check {
+            workload: "W2",
+            target: "uniform: >= 1x the compacting lazy heap at <= its peak memory".to_owned(),
+            measured: format!(
+                "{} at {:.2} of its memory",
+                report::ratio(r),
+                ours.peak_bytes as f64 / h.peak_bytes.max(1) as f64
+            ),
+            met: alloc::is_active().then_some(r >= 1.0 && ours.peak_bytes <= h.peak_bytes),
+        });
+    }
+    if let Some(pq) = get(Pq::<u64>::NAME) {
+        checks.push(check(
+            "W2",
+            "uniform: >= 3x priority-queue",
+            ratio_of(pq.timing.ns_per_op(), ours.timing.ns_per_op()),
+            3.0,
+        ));
+    }
+    t
 }
 
 /// W3: short range.
@@ -697,6 +816,29 @@ impl Scenario for Memory {
             met: Some(rows[0].1.retained_per_timer <= 48.0),
         });
         out.tables.push(t);
+        progress("W5b wheel-timer Timer");
+        let (through_timer, reported) = workloads::timer_memory_per_task(&deadlines);
+        let mut b = Table::new(
+            format!(
+                "W5b memory per pending task through Timer, N = {}",
+                report::count(n)
+            ),
+            &["what", "bytes/task"],
+        );
+        b.row(vec![
+            "Timer: everything it holds (slot, ring, shard wheel)".to_owned(),
+            format!("{through_timer:.1}"),
+        ]);
+        b.row(vec![
+            "of which Timer::heap_bytes() accounts for".to_owned(),
+            format!("{reported:.1}"),
+        ]);
+        b.row(vec![
+            "bare TimingWheel (W5, for comparison)".to_owned(),
+            format!("{:.1}", rows[0].1.retained_per_timer),
+        ]);
+        b.note("`add_or_submit(Task::after(d, || {}))` with W1's deadlines on a manual clock, the handle dropped; heap bytes held after the adds (counting allocator, the timer built before the measurement starts), divided by N; the service keeps one 64-byte slot per task (a cache line: the task's state word, its closure, deadlines and wheel link) besides the shard wheel's own entry and record");
+        out.tables.push(b);
         out
     }
 }

@@ -292,6 +292,116 @@ pub fn churn<Q: Cancel<u64>>(p: &ChurnParams) -> ChurnResult {
     }
 }
 
+/// W2's second shape: `live` timers, all with the same timeout, cancelled uniformly at random
+/// among the live ones (request timeouts that complete at any point of their life).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UniformParams {
+    /// Timers pending once the warm-up is over.
+    pub live: usize,
+    /// Every timer's timeout, ms.
+    pub timeout_ms: u64,
+    /// Timed window after the warm-up, ms of virtual time.
+    pub window_ms: u64,
+}
+
+impl UniformParams {
+    /// Inserts per ms: `live` timers over one timeout.
+    pub fn rate_per_ms(&self) -> u64 {
+        (self.live as u64 / self.timeout_ms).max(1)
+    }
+}
+
+/// W2, uniform shape. Warm-up: `rate` inserts per ms for one timeout (no cancels), so `live`
+/// timers are pending. Then each ms of the window: advance to it (checking each fired timer is
+/// due and at most 1 ms late), cancel `rate / 2` timers picked uniformly among the live ones
+/// (each must succeed), insert `rate`. The bookkeeping (which timers are live) is allocated before
+/// the memory measurement starts.
+pub fn churn_uniform<Q: Cancel<u64>>(p: &UniformParams) -> ChurnResult {
+    let rate = p.rate_per_ms();
+    let total = (rate * (p.timeout_ms + p.window_ms)) as usize;
+    let mut rng = Rng::new(SEED ^ 0x0051_F0A1);
+    // The live timers (id, item) in any order, and each item's index there.
+    let mut live: Vec<(Q::Id, u64)> = Vec::with_capacity(total);
+    let mut pos: Vec<u32> = vec![u32::MAX; total];
+    let (mut inserted, mut cancelled, mut fired) = (0u64, 0u64, 0u64);
+    let (mut early, mut too_late, mut failed_cancels, mut max_live) = (0u64, 0u64, 0u64, 0usize);
+    let (mut ops_at_window, mut window_start) = (0u64, None);
+
+    let base = alloc::current();
+    alloc::reset_peak();
+    let mut q = Q::new();
+    let take = |live: &mut Vec<(Q::Id, u64)>, pos: &mut Vec<u32>, i: usize| {
+        let (id, item) = live.swap_remove(i);
+        if let Some(&(_, moved)) = live.get(i) {
+            pos[moved as usize] = i as u32;
+        }
+        pos[item as usize] = u32::MAX;
+        id
+    };
+    for t in 1..=p.timeout_ms + p.window_ms {
+        if t == p.timeout_ms + 1 {
+            ops_at_window = inserted + cancelled + fired;
+            window_start = Some(Instant::now());
+        }
+        q.advance(t, |item| {
+            fired += 1;
+            // Item k was inserted at ms k / rate + 1, due a timeout later.
+            let due = item / rate + 1 + p.timeout_ms;
+            early += u64::from(due > t);
+            too_late += u64::from(t > due + 1);
+            let i = pos[item as usize] as usize;
+            take(&mut live, &mut pos, i);
+        });
+        if t > p.timeout_ms {
+            for _ in 0..rate / 2 {
+                if live.is_empty() {
+                    break;
+                }
+                let i = rng.range(0, live.len() as u64 - 1) as usize;
+                let id = take(&mut live, &mut pos, i);
+                if q.cancel(id) {
+                    cancelled += 1;
+                } else {
+                    failed_cancels += 1;
+                }
+            }
+        }
+        for _ in 0..rate {
+            let item = inserted;
+            let id = q.insert(t + p.timeout_ms, item);
+            pos[item as usize] = live.len() as u32;
+            live.push((id, item));
+            inserted += 1;
+        }
+        max_live = max_live.max(q.len());
+    }
+    let elapsed = window_start.map_or(Duration::ZERO, |s| s.elapsed());
+    let peak_bytes = alloc::peak().saturating_sub(base);
+    let name = Q::NAME;
+    assert_eq!(early, 0, "{name}: {early} timers fired early");
+    assert_eq!(
+        too_late, 0,
+        "{name}: {too_late} timers fired more than 1 ms late"
+    );
+    assert_eq!(
+        failed_cancels, 0,
+        "{name}: {failed_cancels} cancels of live timers failed"
+    );
+    assert_eq!(q.len(), live.len(), "{name}: pending count does not add up");
+    drop(q);
+    ChurnResult {
+        timing: Timing {
+            elapsed,
+            ops: inserted + cancelled + fired - ops_at_window,
+        },
+        peak_bytes,
+        max_live,
+        inserted,
+        cancelled,
+        fired,
+    }
+}
+
 /// W5's measurement: heap bytes per pending timer.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MemoryResult {
@@ -326,6 +436,31 @@ pub fn memory_per_timer<Q: TimerQueue<Job>>(deadlines: &[u64]) -> MemoryResult {
         retained_per_timer: retained as f64 / n,
         peak_per_timer: peak as f64 / n,
     }
+}
+
+/// W5b: heap bytes per pending task through the `Timer` service (a captureless
+/// `Task::after`, handle dropped; everything the service holds for it), measured with the
+/// counting allocator, and what `Timer::heap_bytes()` reports, both per task. On a manual clock
+/// that never moves, so nothing fires.
+pub fn timer_memory_per_task(deadlines: &[u64]) -> (f64, f64) {
+    use std::sync::Arc;
+    use wheel_timer::{InlineExecutor, ManualClock, Task, Timer};
+    let timer = Timer::builder()
+        .clock(ManualClock::new())
+        .executor(Arc::new(InlineExecutor::new()))
+        .build()
+        .expect("W5b: a timer");
+    let n = deadlines.len().max(1) as f64;
+    let base = alloc::current();
+    for &d in deadlines {
+        let h = timer
+            .add_or_submit(Task::after(Duration::from_millis(d), || {}))
+            .expect("W5b: add");
+        drop(h);
+    }
+    let held = alloc::current().saturating_sub(base);
+    assert_eq!(timer.pending(), deadlines.len(), "W5b: pending count");
+    (held as f64 / n, timer.heap_bytes() as f64 / n)
 }
 
 /// W5 cross-check: what our wheel's own `heap_bytes()` reports per timer for the same inserts.

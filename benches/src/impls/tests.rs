@@ -224,6 +224,12 @@ fn small_workloads<Q: Cancel<u64>>(long: &[u64]) {
     p.warmup_ms = 2100;
     let r = workloads::churn::<Q>(&p);
     assert!(r.fired > 0 && r.cancelled > 0 && r.timing.ops > 0);
+    let u = workloads::churn_uniform::<Q>(&workloads::UniformParams {
+        live: 2_000,
+        timeout_ms: 200,
+        window_ms: 300,
+    });
+    assert!(u.fired > 0 && u.cancelled > 0 && u.timing.ops > 0);
 }
 
 #[test]
