@@ -1,0 +1,192 @@
+//! Advancing: popping due buckets in order (level 0's by bit scan, then the queue's), cascading
+//! the rest of the last one, and handing items out; and what a panicking callback leaves behind.
+
+use std::cmp::Reverse;
+use std::mem;
+
+use super::{Due, OverdueRec, PREFETCH_AHEAD, RETAINED_CAPACITY, TimingWheel};
+use crate::time::{bucket_span_mask, reached_tick};
+
+impl<T> TimingWheel<T> {
+    /// Moves the clock to `now` and calls `f` with every item that is due, earliest first.
+    ///
+    /// An item is due when `now` has reached its deadline rounded up to a multiple of the tick
+    /// (saturating at `u64::MAX`), or when it was rescheduled to a deadline already passed. Items
+    /// come out in nondecreasing order of their rounded deadlines. The clock never goes backwards:
+    /// an earlier `now` is ignored (items rescheduled into the past are still handed out).
+    ///
+    /// If `f` panics, the advance still completes without it: the clock reads `now`, and every
+    /// item it had not handed out stays in the wheel as overdue (under a new id, so its old
+    /// `TimerId` goes stale). The next `advance` hands those out first, in order, before anything
+    /// due later, including items rescheduled into the past meanwhile.
+    pub fn advance(&mut self, now: u64, mut f: impl FnMut(T)) {
+        self.now = self.now.max(now);
+        let target = reached_tick(self.now, self.tick);
+        // Finishes the advance when dropped: a no-op after the loop below, the rest of the work
+        // (without `f`) if `f` panicked.
+        let guard = Finish {
+            wheel: self,
+            target,
+        };
+        let w = &mut *guard.wheel;
+        if !w.overdue.recs.is_empty() {
+            w.collect_overdue();
+            w.emit(&mut f);
+        }
+        while w.pop_due_bucket(target) {
+            w.emit(&mut f);
+        }
+    }
+
+    /// Pops the earliest queued bucket if it starts by `target` and collects it into `self.due`
+    /// (the records of items not yet due re-enter finer levels). False if no bucket is due.
+    pub(super) fn pop_due_bucket(&mut self, target: u64) -> bool {
+        // Level 0 first: its buckets expire before every queued one.
+        if let Some((slot, start)) = self.first_level0() {
+            if start > target {
+                return false;
+            }
+            self.level0.clear(slot);
+            self.collect_bucket(slot, start, target);
+            return true; // a level-0 bucket is one tick wide: all of it is due
+        }
+        let Some((&id, &Reverse(start))) = self.queue.peek() else {
+            return false;
+        };
+        if start > target {
+            return false;
+        }
+        self.queue.pop();
+        self.collect_bucket(id, start, target);
+        if !self.spill.is_empty() {
+            // Only the bucket `target` falls inside can hold entries not yet due, and every
+            // other bucket expires after it: the clock may move now, and the rest re-enter
+            // finer levels before the due ones are handed out.
+            debug_assert!(self.queue.peek().is_none_or(|(_, &Reverse(s))| s > target));
+            self.cur = target;
+            let mut spill = mem::take(&mut self.spill);
+            for (rec, due) in spill.drain(..) {
+                self.place_in_bucket(rec, due);
+            }
+            self.spill = spill; // empty, keeping its allocation
+        }
+        true
+    }
+
+    /// Takes the live overdue items out into `self.due`, sorted.
+    pub(super) fn collect_overdue(&mut self) {
+        let mut recs = mem::take(&mut self.overdue.recs);
+        self.overdue.dead = 0;
+        for r in &recs {
+            if self.slab.is_live(r.slot, r.stamp) {
+                self.due.push(Due {
+                    due: r.due,
+                    item: self.slab.remove(r.slot),
+                });
+            }
+        }
+        self.len -= self.due.len();
+        self.due.sort_unstable_by_key(|d| d.due);
+        recs.clear();
+        self.overdue.recs = recs;
+    }
+
+    /// Empties the popped bucket `id` (first tick `start`): live items due by `target` go to
+    /// `self.due`, sorted; the records of the rest, with their due ticks, to `self.spill`.
+    pub(super) fn collect_bucket(&mut self, id: u32, start: u64, target: u64) {
+        let (level, slot) = self.split(id);
+        let bucket = &mut self.levels[level][slot];
+        let mut recs = mem::take(&mut bucket.recs);
+        bucket.dead = 0;
+        let last = start | bucket_span_mask(level as u32, self.bits);
+        for (i, r) in recs.iter().enumerate() {
+            if let Some(ahead) = recs.get(i + PREFETCH_AHEAD) {
+                self.slab.prefetch(ahead.slot);
+            }
+            let Some(due) = self.slab.live_due(r.slot, r.stamp) else {
+                continue;
+            };
+            debug_assert!(start <= due && due <= last, "record outside its bucket");
+            if due <= target {
+                self.due.push(Due {
+                    due,
+                    item: self.slab.remove(r.slot),
+                });
+            } else {
+                self.spill.push((*r, due));
+            }
+        }
+        self.len -= self.due.len();
+        if level > 0 {
+            // A level-0 bucket is one tick wide: all its items are due at `start`, in any order.
+            self.due.sort_unstable_by_key(|d| d.due);
+        }
+        recs.clear();
+        if recs.capacity() <= RETAINED_CAPACITY {
+            self.levels[level][slot].recs = recs;
+        }
+    }
+
+    /// Hands out `self.due` in order. If `f` panics, the rest go back into the wheel.
+    pub(super) fn emit(&mut self, f: &mut impl FnMut(T)) {
+        let mut due = mem::take(&mut self.due);
+        let mut guard = EmitGuard {
+            wheel: self,
+            rest: due.drain(..),
+        };
+        for d in guard.rest.by_ref() {
+            f(d.item);
+        }
+        drop(guard);
+        self.due = due; // empty, keeping its allocation
+    }
+
+    /// Puts a due item that was not handed out back into the wheel, as overdue (a new entry).
+    pub(super) fn defer(&mut self, d: Due<T>) {
+        let (slot, _, stamp) = self.slab.insert(d.due.min(self.cur), d.item);
+        self.overdue.recs.push(OverdueRec {
+            due: d.due,
+            slot,
+            stamp,
+        });
+        self.len += 1;
+    }
+}
+
+/// Holds the items `emit` has not handed out yet; if `f` panics, defers them (the next `advance`
+/// hands them out).
+struct EmitGuard<'a, 'b, T> {
+    wheel: &'a mut TimingWheel<T>,
+    rest: std::vec::Drain<'b, Due<T>>,
+}
+
+impl<T> Drop for EmitGuard<'_, '_, T> {
+    fn drop(&mut self) {
+        for d in self.rest.by_ref() {
+            self.wheel.defer(d);
+        }
+    }
+}
+
+/// Completes an `advance` to `target` when dropped: buckets it has not reached yet are collected
+/// and their due items deferred, and the clock moves to `target`. After a normal advance no
+/// bucket is left to collect; after a panic in the callback this keeps "earlier ticks first":
+/// nothing due in the interrupted advance can come out after something due later.
+struct Finish<'a, T> {
+    wheel: &'a mut TimingWheel<T>,
+    target: u64,
+}
+
+impl<T> Drop for Finish<'_, T> {
+    fn drop(&mut self) {
+        let w = &mut *self.wheel;
+        while w.pop_due_bucket(self.target) {
+            let mut due = mem::take(&mut w.due);
+            for d in due.drain(..) {
+                w.defer(d);
+            }
+            w.due = due;
+        }
+        w.cur = self.target;
+    }
+}

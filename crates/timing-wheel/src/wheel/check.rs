@@ -1,0 +1,101 @@
+//! The invariants of the module docs, checked after every operation by the unit tests.
+
+use std::cmp::Reverse;
+
+use super::TimingWheel;
+
+impl<T> TimingWheel<T> {
+    /// Checks every invariant in the module docs. O(size of the wheel): tests only.
+    pub(crate) fn check(&self) {
+        let mut live = 0;
+        let mut queued = 0;
+        for (level, buckets) in self.levels.iter().enumerate() {
+            for (slot, b) in buckets.iter().enumerate() {
+                let id = ((level as u32) << self.bits) | slot as u32;
+                let mut dead = 0;
+                for r in &b.recs {
+                    if self.slab.is_live(r.slot, r.stamp) {
+                        live += 1;
+                        let due = self.slab.at(r.slot).due();
+                        assert_eq!(
+                            self.locate(due),
+                            id,
+                            "entry due {due} in the wrong bucket (cur {})",
+                            self.cur
+                        );
+                    } else {
+                        dead += 1;
+                    }
+                }
+                assert_eq!(dead, b.dead, "dead count of bucket {level}/{slot}");
+                assert!(
+                    b.recs.is_empty() || (2 * dead as usize) < b.recs.len(),
+                    "bucket {level}/{slot} not compacted"
+                );
+                if level == 0 {
+                    assert_eq!(
+                        self.level0.is_set(slot as u32),
+                        !b.recs.is_empty(),
+                        "occupancy bit of level-0 bucket {slot}"
+                    );
+                    let mask = (1u64 << self.bits) - 1;
+                    assert!(
+                        b.recs.is_empty() || slot as u64 > (self.cur & mask),
+                        "level-0 bucket {slot} at or before the clock's slot (cur {})",
+                        self.cur
+                    );
+                    continue;
+                }
+                match self.queue.get(&id) {
+                    Some((_, &Reverse(start))) => {
+                        queued += 1;
+                        assert!(!b.recs.is_empty(), "queued bucket {level}/{slot} is empty");
+                        assert!(start > self.cur, "queued bucket {level}/{slot} already due");
+                    }
+                    None => assert!(
+                        b.recs.is_empty(),
+                        "bucket {level}/{slot} holds records but is not queued"
+                    ),
+                }
+            }
+        }
+        assert_eq!(
+            queued,
+            self.queue.len(),
+            "the queue names buckets that do not exist"
+        );
+        let mut dead = 0;
+        for r in &self.overdue.recs {
+            if self.slab.is_live(r.slot, r.stamp) {
+                live += 1;
+                assert!(self.slab.at(r.slot).due() <= self.cur);
+            } else {
+                dead += 1;
+            }
+        }
+        assert_eq!(dead, self.overdue.dead);
+        assert_eq!(live, self.len, "live records != len");
+        assert_eq!(
+            self.slab.occupied().count(),
+            self.len,
+            "occupied entries != len"
+        );
+        // Queue order by level: each level's buckets all expire before the next level's.
+        let mut by_level: Vec<(u64, u64)> = vec![(u64::MAX, 0); self.levels.len()];
+        for (&id, &Reverse(start)) in self.queue.iter() {
+            let l = (id >> self.bits) as usize;
+            by_level[l].0 = by_level[l].0.min(start);
+            by_level[l].1 = by_level[l].1.max(start);
+        }
+        let present: Vec<(u64, u64)> = by_level
+            .into_iter()
+            .filter(|&(min, _)| min != u64::MAX)
+            .collect();
+        for pair in present.windows(2) {
+            assert!(
+                pair[0].1 < pair[1].0,
+                "levels overlap in the queue: {pair:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,458 @@
+//! The hierarchical timing wheel: levels of buckets, one delay queue of buckets, a slab of entries.
+//!
+//! # The scheme
+//!
+//! This is scheme 7 of Varghese & Lauck, "Hashed and Hierarchical Timing Wheels: Data Structures
+//! for the Efficient Implementation of a Timer Facility" (SOSP 1987; IEEE/ACM ToN 1997), in the
+//! shape Kafka's `TimingWheel` gave it: overflow levels are created lazily, and a bucket that gets
+//! its first entry of a round is offered to one delay queue shared by all levels above level 0,
+//! keyed by the bucket and prioritised by the bucket's expiration. Level 0, where a stepped drive
+//! spends most of its advances, keeps a bitmap of its non-empty buckets instead (as tokio and
+//! Linux do for every level): its buckets always expire before any queued one. Advancing pops due
+//! buckets from the bitmap, then from the queue, so the wheel touches only buckets that hold
+//! something, and never polls empty ones.
+//!
+//! Time is a `u64` in the caller's unit and is turned into ticks at the edge. Level 0 has
+//! `wheel_size` buckets one tick wide; a level-`k+1` bucket is as wide as all of level `k`. For
+//! `tick = 1` (say one millisecond) and `wheel_size = 64`:
+//!
+//! | level | bucket width  | level span    | span at 1 ms |
+//! |------:|---------------|---------------|--------------|
+//! | 0     | 1             | 2^6           | 64 ms        |
+//! | 1     | 2^6           | 2^12          | 4.1 s        |
+//! | 2     | 2^12          | 2^18          | 4.4 min      |
+//! | 3     | 2^18          | 2^24          | 4.7 h        |
+//! | 4     | 2^24          | 2^30          | 12.4 days    |
+//! | 5     | 2^30          | 2^36          | 2.2 years    |
+//! | 6     | 2^36          | 2^42          | 139 years    |
+//! | 7..9  | 2^42 .. 2^54  | 2^48 .. 2^60  |              |
+//! | 10    | 2^60          | 2^64 (16 used)| all of `u64` |
+//!
+//! Levels are aligned, as in tokio's driver: an entry lives on the level of the highest base-`2^bits`
+//! digit in which its due tick differs from the clock (`time::level_for`). So every level below it
+//! is in the clock's current bucket of the level above, no deadline ever needs a level past the
+//! 64th bit, and no arithmetic can overflow, up to and including deadlines at `u64::MAX`.
+//!
+//! # Rounding: never early
+//!
+//! A deadline `d` is due at tick `ceil(d / tick)`, and that tick is reached when
+//! `now >= ceil(d / tick) * tick` (saturating at `u64::MAX`). Kafka rounds a bucket's expiration
+//! down and can hand a task out up to a tick early; this wheel rounds up, so an entry is handed out
+//! by the first `advance` whose `now` reaches its deadline rounded up to the tick: never early, and
+//! less than one tick late.
+//!
+//! # Advancing
+//!
+//! `advance(now)` pops due buckets in expiration order. A bucket's entries lie in its own range of
+//! ticks, and no other bucket holds entries in that range (level `k`'s buckets all end before level
+//! `k+1`'s begin). So the entries of a popped bucket that are due by `now` are handed out at once,
+//! sorted by due tick; the others (only possible in the last bucket popped, the one `now` falls
+//! inside) are re-inserted into finer levels. An entry therefore cascades at most once per level,
+//! and a big jump of the clock does not walk level 0 one tick at a time.
+//!
+//! # Invariants
+//!
+//! | what | rule |
+//! |------|------|
+//! | location | an occupied entry's location is `locate(entry.due)` for the current clock `cur`: the overdue list if `due <= cur`, else bucket `level_for(cur, due)` |
+//! | records | a bucket holds `(slot, stamp)` records; a record is live iff its slot is occupied with that stamp; each occupied entry has exactly one live record, in its location |
+//! | dead records | `bucket.dead` counts the bucket's dead records; when `2 * dead >= len` the bucket is compacted, so dead records never outnumber live ones by more than one per bucket |
+//! | queue | a bucket above level 0 is in the queue iff it holds a record, keyed by its first tick; every bucket in the queue holds a live record and starts after `cur` |
+//! | occupancy | a level-0 bucket's bit is set iff it holds a record; every such bucket starts after `cur`, within `cur`'s level-0 span |
+//! | order | outside `advance`, every level-`k` bucket expires before every level-`k+1` one |
+//!
+//! Those are checked by `TimingWheel::check` in the unit tests after every operation.
+
+use std::cmp::Reverse;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::mem;
+
+use priority_queue::PriorityQueue;
+
+mod advance;
+mod buckets;
+#[cfg(test)]
+mod check;
+#[cfg(test)]
+mod tests;
+
+use crate::error::ConfigError;
+use crate::occupancy::Occupancy;
+use crate::slab::Slab;
+use crate::time::{due_tick, reached_tick, tick_to_time};
+
+/// The largest `wheel_size` accepted by [`TimingWheel::new`].
+pub const MAX_WHEEL_SIZE: usize = 1 << 16;
+
+/// A bucket keeps at most this many record slots of capacity across rounds; larger buffers are
+/// given back to the allocator when the bucket is flushed, so a burst does not pin memory.
+const RETAINED_CAPACITY: usize = 512;
+
+/// How many records ahead a bucket flush asks the CPU to load slab entries: enough to cover a
+/// memory latency with the work of the records in between.
+const PREFETCH_AHEAD: usize = 16;
+
+/// Location id of the overdue list; bucket ids are `level << bits | slot`, far below this.
+const OVERDUE: u32 = u32::MAX;
+
+/// Identifies one entry of a [`TimingWheel`]. Carries a generation, so an id whose entry fired or
+/// was cancelled never reaches a later entry that reuses the same slot.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct TimerId {
+    slot: u32,
+    generation: u32,
+}
+
+impl TimerId {
+    /// The id as one `u64`, for storing in an atomic.
+    pub fn into_raw(self) -> u64 {
+        (u64::from(self.generation) << 32) | u64::from(self.slot)
+    }
+
+    /// Rebuilds an id from [`into_raw`](Self::into_raw). Any `u64` is accepted: a value that was
+    /// never an id of this wheel is simply stale (refused by `cancel` and `reschedule`).
+    pub fn from_raw(raw: u64) -> TimerId {
+        TimerId {
+            slot: raw as u32,
+            generation: (raw >> 32) as u32,
+        }
+    }
+}
+
+/// A bucket's pointer to an entry: live iff the slab entry at `slot` still has this `stamp`.
+#[derive(Clone, Copy, Debug)]
+struct Rec {
+    slot: u32,
+    stamp: u32,
+}
+
+/// A record of the overdue list, which also keeps the due tick it is ordered by (see `reschedule`).
+#[derive(Clone, Copy, Debug)]
+struct OverdueRec {
+    due: u64,
+    slot: u32,
+    stamp: u32,
+}
+
+/// An item found due during `advance`, already out of the slab, waiting to be handed out in
+/// `due` order. Taking items out while the entry's cache line is loaded anyway saves a second
+/// random access per item.
+#[derive(Debug)]
+struct Due<T> {
+    due: u64,
+    item: T,
+}
+
+#[derive(Debug)]
+struct Bucket<R> {
+    recs: Vec<R>,
+    dead: u32,
+}
+
+impl<R> Default for Bucket<R> {
+    fn default() -> Self {
+        Bucket {
+            recs: Vec::new(),
+            dead: 0,
+        }
+    }
+}
+
+/// Bucket ids are small dense integers: a multiplicative hash spreads them at no cost.
+#[derive(Default)]
+struct BucketIdHasher(u64);
+
+impl Hasher for BucketIdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type BucketQueue = PriorityQueue<u32, Reverse<u64>, BuildHasherDefault<BucketIdHasher>>;
+
+/// A hierarchical timing wheel holding items of type `T` until their deadlines.
+///
+/// A plain data structure: no threads, no clock reads, no locks. Time is a `u64` in whatever unit
+/// the caller uses; the caller moves it forward with [`advance`](Self::advance).
+///
+/// ```
+/// use timing_wheel::TimingWheel;
+///
+/// // One tick = 1 ms, 64 buckets per level, clock starts at 0.
+/// let mut wheel = TimingWheel::new(1, 64, 0).unwrap();
+/// let soon = wheel.insert(5, "soon").unwrap();
+/// wheel.insert(3_600_000, "in an hour").unwrap();
+/// wheel.insert(7, "later").unwrap();
+/// assert_eq!(wheel.cancel(soon), Some("soon"));
+///
+/// let mut fired = Vec::new();
+/// wheel.advance(10, |item| fired.push(item));
+/// assert_eq!(fired, ["later"]);
+/// // The hour-long entry sits in a coarse bucket: the wheel wakes at that bucket's start, never
+/// // after the deadline, and then hands the entry out exactly on time.
+/// let wake = wheel.next_expiration().unwrap();
+/// assert!(10 < wake && wake <= 3_600_000);
+/// wheel.advance(3_599_999, |item| fired.push(item));
+/// assert_eq!(fired, ["later"]);
+/// wheel.advance(3_600_000, |item| fired.push(item));
+/// assert_eq!(fired, ["later", "in an hour"]);
+/// ```
+#[derive(Debug)]
+pub struct TimingWheel<T> {
+    /// Caller units per tick, >= 1.
+    tick: u64,
+    /// log2(wheel_size).
+    bits: u32,
+    /// The caller-unit time of the last `advance` (or `start`).
+    now: u64,
+    /// The tick `now` has reached (`reached_tick(now)`); every level's clock derives from it.
+    cur: u64,
+    /// Levels created so far; level `k` exists once some deadline needed it.
+    levels: Vec<Box<[Bucket<Rec>]>>,
+    /// The one delay queue of non-empty buckets above level 0, earliest expiration (in ticks)
+    /// first.
+    queue: BucketQueue,
+    /// The non-empty buckets of level 0.
+    level0: Occupancy,
+    /// Entries rescheduled to a deadline that has already passed: handed out first at the next
+    /// `advance`.
+    overdue: Bucket<OverdueRec>,
+    slab: Slab<T>,
+    len: usize,
+    /// Scratch for `advance`, kept to reuse its allocation.
+    due: Vec<Due<T>>,
+    /// Scratch for `advance`: records of the last popped bucket that are not yet due.
+    spill: Vec<(Rec, u64)>,
+}
+
+impl<T> TimingWheel<T> {
+    /// Creates an empty wheel whose clock reads `start`.
+    ///
+    /// `tick` is the width of a level-0 bucket in the caller's time unit (at least 1);
+    /// `wheel_size` is the number of buckets per level, a power of two from 2 to
+    /// [`MAX_WHEEL_SIZE`]. No level is allocated until an entry needs it.
+    ///
+    /// ```
+    /// use timing_wheel::{ConfigError, TimingWheel};
+    ///
+    /// assert!(TimingWheel::<()>::new(1, 64, 0).is_ok());
+    /// assert_eq!(TimingWheel::<()>::new(0, 64, 0).unwrap_err(), ConfigError::ZeroTick);
+    /// assert_eq!(
+    ///     TimingWheel::<()>::new(1, 60, 0).unwrap_err(),
+    ///     ConfigError::WheelSizeNotPowerOfTwo { size: 60 }
+    /// );
+    /// ```
+    pub fn new(tick: u64, wheel_size: usize, start: u64) -> Result<Self, ConfigError> {
+        if tick == 0 {
+            return Err(ConfigError::ZeroTick);
+        }
+        if wheel_size < 2 {
+            return Err(ConfigError::WheelSizeTooSmall { size: wheel_size });
+        }
+        if !wheel_size.is_power_of_two() {
+            return Err(ConfigError::WheelSizeNotPowerOfTwo { size: wheel_size });
+        }
+        if wheel_size > MAX_WHEEL_SIZE {
+            return Err(ConfigError::WheelSizeTooLarge {
+                size: wheel_size,
+                max: MAX_WHEEL_SIZE,
+            });
+        }
+        Ok(TimingWheel {
+            tick,
+            bits: wheel_size.trailing_zeros(),
+            now: start,
+            cur: reached_tick(start, tick),
+            levels: Vec::new(),
+            queue: BucketQueue::default(),
+            level0: Occupancy::new(wheel_size),
+            overdue: Bucket::default(),
+            slab: Slab::new(),
+            len: 0,
+            due: Vec::new(),
+            spill: Vec::new(),
+        })
+    }
+
+    /// Adds `item`, due at `deadline`. O(1).
+    ///
+    /// Returns the item back as `Err(item)` when `deadline <= now()`: it is already due, and the
+    /// caller runs it at once (this is what `add_or_submit` does).
+    ///
+    /// # Panics
+    ///
+    /// Only if more than `u32::MAX - 1` entries are pending at once, which needs over 128 GiB.
+    pub fn insert(&mut self, deadline: u64, item: T) -> Result<TimerId, T> {
+        if deadline <= self.now {
+            return Err(item);
+        }
+        let due = due_tick(deadline, self.tick);
+        let (slot, generation, stamp) = self.slab.insert(due, item);
+        self.place_in_bucket(Rec { slot, stamp }, due);
+        self.len += 1;
+        Ok(TimerId { slot, generation })
+    }
+
+    /// Removes the entry and returns its item: `Some` if it was pending, `None` if it already
+    /// fired, was cancelled, or the id is stale. O(1) amortized; the item is dropped or returned at
+    /// once, not when its bucket comes round.
+    pub fn cancel(&mut self, id: TimerId) -> Option<T> {
+        let due = self.slab.get(id.slot, id.generation)?.due();
+        let loc = self.locate(due);
+        let item = self.slab.remove(id.slot);
+        self.len -= 1;
+        self.note_dead(loc);
+        Some(item)
+    }
+
+    /// Gives a pending entry a new deadline. O(1) amortized.
+    ///
+    /// Returns `true` if the entry was pending and now has the new deadline, `false` if it already
+    /// fired or was cancelled (or the id is stale). A deadline `<= now()` makes the entry due: the
+    /// next `advance`, even one that does not move the clock, hands it out.
+    pub fn reschedule(&mut self, id: TimerId, deadline: u64) -> bool {
+        let Some(entry) = self.slab.get(id.slot, id.generation) else {
+            return false;
+        };
+        let from = self.locate(entry.due());
+        if deadline <= self.now {
+            // Already due. Its rounded deadline may still lie beyond `cur` (later in the current
+            // tick), so the stored tick is clamped to `cur`, which keeps `locate` pointing at the
+            // overdue list, and the true tick travels in the overdue record to keep the order.
+            let due = due_tick(deadline, self.tick);
+            let stamp = self.slab.set_due(id.slot, due.min(self.cur), true);
+            self.note_dead(from);
+            self.overdue.recs.push(OverdueRec {
+                due,
+                slot: id.slot,
+                stamp,
+            });
+            return true;
+        }
+        let due = due_tick(deadline, self.tick);
+        let to = self.locate(due);
+        if to == from {
+            self.slab.set_due(id.slot, due, false);
+        } else {
+            let stamp = self.slab.set_due(id.slot, due, true);
+            self.note_dead(from);
+            self.place_in_bucket(
+                Rec {
+                    slot: id.slot,
+                    stamp,
+                },
+                due,
+            );
+        }
+        true
+    }
+
+    /// The pending item of `id`, if it is pending.
+    pub fn get(&self, id: TimerId) -> Option<&T> {
+        self.slab.get(id.slot, id.generation).and_then(|e| e.item())
+    }
+
+    /// The pending item of `id`, mutably, if it is pending.
+    pub fn get_mut(&mut self, id: TimerId) -> Option<&mut T> {
+        self.slab
+            .get_mut(id.slot, id.generation)
+            .and_then(|e| e.item_mut())
+    }
+
+    /// `None` iff the wheel is empty; otherwise the earliest time, in the caller's unit, at which
+    /// [`advance`](Self::advance) makes progress: the earliest queued bucket expiration (or
+    /// `now()` if an entry was rescheduled into the past). It is never after the earliest pending
+    /// deadline rounded up to the tick, so a caller may sleep until then and miss nothing.
+    pub fn next_expiration(&self) -> Option<u64> {
+        if !self.overdue.recs.is_empty() {
+            return Some(self.now);
+        }
+        let start = match self.first_level0() {
+            Some((_, start)) => start,
+            None => self.queue.peek().map(|(_, &Reverse(start))| start)?,
+        };
+        Some(tick_to_time(start, self.tick))
+    }
+
+    /// The clock: the `start` given to [`new`](Self::new) or the latest `now` passed to
+    /// [`advance`](Self::advance), whichever is later.
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// The tick, in the caller's unit.
+    pub fn tick(&self) -> u64 {
+        self.tick
+    }
+
+    /// Number of buckets per level.
+    pub fn wheel_size(&self) -> usize {
+        1 << self.bits
+    }
+
+    /// Number of pending items.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when no item is pending.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Removes and returns every pending item, earliest deadline first (for shutdown). Ids of the
+    /// removed entries go stale; the clock stays where it is.
+    pub fn drain(&mut self) -> Vec<T> {
+        let mut order: Vec<(u64, u32)> = self
+            .slab
+            .occupied()
+            .map(|slot| (self.slab.at(slot).due(), slot))
+            .collect();
+        order.sort_unstable();
+        let items = order
+            .into_iter()
+            .map(|(_, slot)| self.slab.remove(slot))
+            .collect();
+        for level in &mut self.levels {
+            level.iter_mut().for_each(|b| *b = Bucket::default());
+        }
+        self.overdue = Bucket::default();
+        self.queue.clear();
+        self.level0.clear_all();
+        self.len = 0;
+        items
+    }
+
+    /// Bytes of heap memory the wheel holds: arena, buckets and queue (capacities, not lengths).
+    /// Items' own heap allocations are not included.
+    pub fn heap_bytes(&self) -> usize {
+        let buckets: usize = self
+            .levels
+            .iter()
+            .map(|l| {
+                mem::size_of_val::<[Bucket<Rec>]>(l)
+                    + l.iter()
+                        .map(|b| b.recs.capacity() * mem::size_of::<Rec>())
+                        .sum::<usize>()
+            })
+            .sum();
+        self.slab.heap_bytes()
+            + buckets
+            + self.overdue.recs.capacity() * mem::size_of::<OverdueRec>()
+            + self.queue.capacity()
+                * (mem::size_of::<(u32, Reverse<u64>)>() + 2 * mem::size_of::<usize>())
+            + self.level0.heap_bytes()
+            + self.due.capacity() * mem::size_of::<Due<T>>()
+            + self.spill.capacity() * mem::size_of::<(Rec, u64)>()
+    }
+}

@@ -1,0 +1,131 @@
+//! Unit tests of the wheel's internals (the behaviour against a model is in `tests/model.rs`).
+
+use super::*;
+
+/// A small deterministic generator, so these tests need no dependency and never flake.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Random operations with the invariant check after each; the behavioural comparison with a
+/// model lives in `tests/model.rs`.
+#[test]
+fn invariants_hold_under_random_operations() {
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    for round in 0..300 {
+        let bits = 1 + rng.below(8) as u32;
+        let tick = 1 + rng.below(20);
+        let start = if round % 10 == 0 {
+            u64::MAX - rng.below(1 << 20)
+        } else {
+            rng.below(1 << 30)
+        };
+        let mut w = TimingWheel::new(tick, 1 << bits, start).unwrap();
+        let mut ids = Vec::new();
+        for _ in 0..200 {
+            let now = w.now();
+            match rng.below(10) {
+                0..=3 => {
+                    let shift = rng.below(64);
+                    let d = now.saturating_add(1 + (rng.next() >> shift));
+                    if let Ok(id) = w.insert(d, ()) {
+                        ids.push(id);
+                    }
+                }
+                4 | 5 if !ids.is_empty() => {
+                    let id = ids[rng.below(ids.len() as u64) as usize];
+                    w.cancel(id);
+                }
+                6 | 7 if !ids.is_empty() => {
+                    let id = ids[rng.below(ids.len() as u64) as usize];
+                    let d = if rng.below(4) == 0 {
+                        now.saturating_sub(rng.below(3 * tick))
+                    } else {
+                        now.saturating_add(rng.next() >> rng.below(64))
+                    };
+                    w.reschedule(id, d);
+                }
+                _ => {
+                    let step = rng.next() >> (8 + rng.below(56));
+                    w.advance(now.saturating_add(step), |()| {});
+                }
+            }
+            w.check();
+        }
+    }
+}
+
+#[test]
+fn a_panicking_callback_loses_nothing() {
+    let mut w = TimingWheel::new(1, 4, 0).unwrap();
+    for d in 1..=20u64 {
+        w.insert(d, d).unwrap();
+    }
+    let mut seen = Vec::new();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        w.advance(15, |d| {
+            seen.push(d);
+            assert_ne!(d, 7, "boom");
+        })
+    }));
+    assert!(r.is_err());
+    w.check();
+    assert_eq!(seen, (1..=7).collect::<Vec<_>>());
+    assert_eq!(w.len(), 13);
+    w.advance(15, |d| seen.push(d));
+    assert_eq!(seen, (1..=15).collect::<Vec<_>>());
+    w.check();
+}
+
+/// Issue 9, item 7: after a panicking callback, an item rescheduled to the interrupted
+/// advance's clock comes out after the items due earlier that the panic held back.
+#[test]
+fn after_a_panicking_callback_earlier_items_still_come_out_first() {
+    let mut w = TimingWheel::new(1, 4, 0).unwrap();
+    for d in [2u64, 5, 6] {
+        w.insert(d, d).unwrap();
+    }
+    let x = w.insert(100, 7).unwrap();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        w.advance(7, |d| assert_ne!(d, 2, "boom"))
+    }));
+    assert!(r.is_err());
+    w.check();
+    assert_eq!(w.now(), 7);
+    assert!(w.reschedule(x, 7));
+    let mut seen = Vec::new();
+    w.advance(7, |d| seen.push(d));
+    assert_eq!(seen, [5, 6, 7]);
+    w.check();
+}
+
+#[test]
+fn cancel_heavy_load_keeps_buckets_compact() {
+    let mut w = TimingWheel::new(1, 64, 0).unwrap();
+    let mut last = None;
+    for i in 0..100_000u64 {
+        // All into one far bucket, each cancelled right after the next insert.
+        let id = w.insert(1_000_000 + (i % 7), i).unwrap();
+        if let Some(prev) = last.replace(id) {
+            w.cancel(prev);
+        }
+    }
+    w.check();
+    let records: usize = w
+        .levels
+        .iter()
+        .flat_map(|l| l.iter())
+        .map(|b| b.recs.len())
+        .sum();
+    assert!(records <= 2, "dead records pile up: {records}");
+}
