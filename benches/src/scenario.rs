@@ -323,15 +323,11 @@ fn check(workload: &'static str, target: &str, ratio: f64, min: f64) -> Check {
 /// W2: churn.
 struct Churn;
 
-fn churn_best<Q: Cancel<u64>>(
-    p: &ChurnParams,
-    reps: usize,
-    progress: &mut dyn FnMut(&str),
-) -> ChurnResult {
-    progress(&format!("W2 {} (best of {reps})", Q::NAME));
-    let mut best = workloads::churn::<Q>(p);
+/// The fastest of `reps` runs of a W2 shape (keeping the lowest peak memory seen).
+fn best_churn(reps: usize, mut run: impl FnMut() -> ChurnResult) -> ChurnResult {
+    let mut best = run();
     for _ in 1..reps {
-        let r = workloads::churn::<Q>(p);
+        let r = run();
         if r.timing.elapsed < best.timing.elapsed {
             best = ChurnResult {
                 peak_bytes: best.peak_bytes.min(r.peak_bytes),
@@ -340,6 +336,15 @@ fn churn_best<Q: Cancel<u64>>(
         }
     }
     best
+}
+
+fn churn_best<Q: Cancel<u64>>(
+    p: &ChurnParams,
+    reps: usize,
+    progress: &mut dyn FnMut(&str),
+) -> ChurnResult {
+    progress(&format!("W2 {} (best of {reps})", Q::NAME));
+    best_churn(reps, || workloads::churn::<Q>(p))
 }
 
 impl Scenario for Churn {
@@ -470,17 +475,7 @@ fn uniform_best<Q: Cancel<u64>>(
     progress: &mut dyn FnMut(&str),
 ) -> ChurnResult {
     progress(&format!("W2 uniform {} (best of {reps})", Q::NAME));
-    let mut best = workloads::churn_uniform::<Q>(p);
-    for _ in 1..reps {
-        let r = workloads::churn_uniform::<Q>(p);
-        if r.timing.elapsed < best.timing.elapsed {
-            best = ChurnResult {
-                peak_bytes: best.peak_bytes.min(r.peak_bytes),
-                ..r
-            };
-        }
-    }
-    best
+    best_churn(reps, || workloads::churn_uniform::<Q>(p))
 }
 
 /// W2's second shape: uniformly random cancels among N live timers of one 30 s timeout.
