@@ -17,7 +17,7 @@ main:
 
 # The earlier main job: 6 million timers through the bare wheel in virtual time.
 demo:
-    cargo run --release -p timing-wheel --example demo
+    cargo run --release -p tickwheel-wheel --example demo
 
 # The comparative benchmark program, full mode: writes docs/benchmarks.md and docs/w4-growth.svg.
 bench:
@@ -33,24 +33,24 @@ criterion:
 
 # Model checking with loom, deeper than CI: at most 4 preemptions per interleaving (long).
 loom:
-    RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=4 cargo test --release -p wheel-timer --test loom
+    RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=4 cargo test --release -p tickwheel --test loom
 
 # The same with at most 3 preemptions per interleaving, as CI runs it (about 8 minutes).
 loom-bounded:
-    RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release -p wheel-timer --test loom
+    RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release -p tickwheel --test loom
 
 # The stress test for minutes (CI runs it for 10 s in `cargo test`). WHEEL_STRESS_SECS overrides.
 stress secs="300":
-    WHEEL_STRESS_SECS={{secs}} cargo test --release -p wheel-timer --test stress -- --nocapture
+    WHEEL_STRESS_SECS={{secs}} cargo test --release -p tickwheel --test stress -- --nocapture
 
 # The wheel's property test with ten times the cases CI runs, on a seed of your choice.
 proptest seed="1" cases="200000":
-    WHEEL_QC_SEED={{seed}} WHEEL_QC_CASES={{cases}} cargo test --release -p timing-wheel --test model
+    WHEEL_QC_SEED={{seed}} WHEEL_QC_CASES={{cases}} cargo test --release -p tickwheel-wheel --test model
 
 # The whole service against its model (random adds, cancels, reschedules from several threads,
 # clock moves, shutdowns), with fifty times the cases CI runs, on a seed of your choice.
 service-model seed="1" cases="100000":
-    SERVICE_QC_SEED={{seed}} SERVICE_QC_CASES={{cases}} cargo test --release -p wheel-timer --test service_model
+    SERVICE_QC_SEED={{seed}} SERVICE_QC_CASES={{cases}} cargo test --release -p tickwheel --test service_model
 
 # API documentation for the whole workspace.
 doc:

@@ -5,7 +5,7 @@ mod common;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use timing_wheel::TimingWheel;
+use tickwheel_wheel::TimingWheel;
 use wheel_benches::impls::{
     delay_queue::TokioDelayQueue, flat::FlatWheel, heap::LazyHeap, hhwt::Hhwt, pq::Pq,
 };

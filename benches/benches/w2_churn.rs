@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use timing_wheel::TimingWheel;
+use tickwheel_wheel::TimingWheel;
 use wheel_benches::Cancel;
 use wheel_benches::impls::{heap::LazyHeap, pq::Pq};
 use wheel_benches::workloads::{ChurnParams, churn};

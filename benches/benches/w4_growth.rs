@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use timing_wheel::TimingWheel;
+use tickwheel_wheel::TimingWheel;
 use wheel_benches::TimerQueue;
 use wheel_benches::impls::{heap::LazyHeap, hhwt::Hhwt};
 use wheel_benches::workloads::{SEED, insert_then_fire, long_range_deadlines};

@@ -6,7 +6,7 @@
 //!
 //! | module | implementation |
 //! |--------|----------------|
-//! | [`impls::wheel`] | this workspace's `timing_wheel::TimingWheel`, tick 1 ms, 64 buckets per level |
+//! | [`impls::wheel`] | this workspace's `tickwheel_wheel::TimingWheel`, tick 1 ms, 64 buckets per level |
 //! | [`impls::flat`] | a flat hashed wheel with round counters (Varghese–Lauck scheme 6, Netty) |
 //! | [`impls::heap`] | `std::collections::BinaryHeap` with lazy cancellation (`java.util.Timer` style) |
 //! | [`impls::pq`] | the `priority-queue` crate with real removal on cancel |
@@ -18,7 +18,7 @@
 //! [`scenario::Scenario`] each. [`alloc`] is the counting allocator `wheelbench` installs to
 //! measure memory.
 //!
-//! The threaded `wheel_timer::Timer` service is measured on the real clock by [`service`] (W6
+//! The threaded `tickwheel::Timer` service is measured on the real clock by [`service`] (W6
 //! threads, W7 idle, W8 accuracy), against [`mutex_heap`] (`Mutex<BinaryHeap>` + one timer thread)
 //! for W6, reading CPU time and context switches from [`procfs`]. [`slab`] is the generational
 //! slab both heap baselines keep their items in.

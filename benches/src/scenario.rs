@@ -10,7 +10,7 @@ mod service;
 
 use std::time::{Duration, Instant};
 
-use timing_wheel::TimingWheel;
+use tickwheel_wheel::TimingWheel;
 
 use crate::alloc;
 use crate::impls::delay_queue::TokioDelayQueue;
@@ -230,12 +230,12 @@ impl Scenario for LongRange {
             if by_name.len() == 1 {
                 let batch = measure(
                     progress,
-                    "W1 timing-wheel, batch drain (one advance)",
+                    "W1 tickwheel-wheel, batch drain (one advance)",
                     reps,
                     || workloads::insert_then_fire_one_advance(&deadlines),
                 );
                 t.row(vec![
-                    "timing-wheel, batch drain: one advance (not how a timer thread drives it)"
+                    "tickwheel-wheel, batch drain: one advance (not how a timer thread drives it)"
                         .to_owned(),
                     report::count(n),
                     report::ns(batch.ns_per_op()),
@@ -247,7 +247,7 @@ impl Scenario for LongRange {
         let small = &deadlines[..fn_];
         let ours_small = measure(
             progress,
-            &format!("W1 timing-wheel at N = {fn_}"),
+            &format!("W1 tickwheel-wheel at N = {fn_}"),
             reps,
             || workloads::insert_then_fire::<TimingWheel<u64>>(small),
         )
@@ -261,7 +261,7 @@ impl Scenario for LongRange {
         )
         .ns_per_op();
         t.row(vec![
-            "timing-wheel (same N as flat)".to_owned(),
+            "tickwheel-wheel (same N as flat)".to_owned(),
             report::count(fn_),
             report::ns(ours_small),
             "1.00x (ours)".to_owned(),
@@ -811,7 +811,7 @@ impl Scenario for Memory {
             met: Some(rows[0].1.retained_per_timer <= 48.0),
         });
         out.tables.push(t);
-        progress("W5b wheel-timer Timer");
+        progress("W5b tickwheel Timer");
         let (through_timer, reported) = workloads::timer_memory_per_task(&deadlines);
         let mut b = Table::new(
             format!(

@@ -15,14 +15,14 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use wheel_timer::{Stats, Task, Timer};
+use tickwheel::{Stats, Task, Timer};
 
 use crate::mutex_heap::MutexHeapTimer;
 use crate::procfs::{self, ThreadSample};
 use crate::rng::Rng;
 
 /// Name of our `Timer` in the tables.
-pub const TIMER_NAME: &str = "wheel-timer Timer";
+pub const TIMER_NAME: &str = "tickwheel Timer";
 
 /// W6's delay: long enough that nothing fires during the run.
 pub const W6_DELAY: Duration = Duration::from_secs(30);

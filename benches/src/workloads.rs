@@ -14,7 +14,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use timing_wheel::TimingWheel;
+use tickwheel_wheel::TimingWheel;
 
 use crate::alloc;
 use crate::rng::Rng;
@@ -137,7 +137,7 @@ pub fn insert_then_fire_one_advance(deadlines: &[u64]) -> Timing {
     assert_eq!(
         (fired, sum),
         (deadlines.len(), expected_sum),
-        "timing-wheel batch drain: fired a different set of timers"
+        "tickwheel-wheel batch drain: fired a different set of timers"
     );
     Timing {
         elapsed,
@@ -444,7 +444,7 @@ pub fn memory_per_timer<Q: TimerQueue<Job>>(deadlines: &[u64]) -> MemoryResult {
 /// that never moves, so nothing fires.
 pub fn timer_memory_per_task(deadlines: &[u64]) -> (f64, f64) {
     use std::sync::Arc;
-    use wheel_timer::{InlineExecutor, ManualClock, Task, Timer};
+    use tickwheel::{InlineExecutor, ManualClock, Task, Timer};
     let timer = Timer::builder()
         .clock(ManualClock::new())
         .executor(Arc::new(InlineExecutor::new()))

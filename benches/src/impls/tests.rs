@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use timing_wheel::TimingWheel;
+use tickwheel_wheel::TimingWheel;
 
 use super::delay_queue::TokioDelayQueue;
 use super::flat::FlatWheel;

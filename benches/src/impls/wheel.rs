@@ -1,6 +1,6 @@
-//! Our `timing_wheel::TimingWheel` (tick 1 ms, 64 buckets per level) behind the common trait.
+//! Our `tickwheel_wheel::TimingWheel` (tick 1 ms, 64 buckets per level) behind the common trait.
 
-use timing_wheel::{TimerId, TimingWheel};
+use tickwheel_wheel::{TimerId, TimingWheel};
 
 use crate::{Cancel, TimerQueue};
 
@@ -9,7 +9,7 @@ pub const WHEEL_SIZE: usize = 64;
 
 impl<T> TimerQueue<T> for TimingWheel<T> {
     type Id = TimerId;
-    const NAME: &'static str = "timing-wheel";
+    const NAME: &'static str = "tickwheel-wheel";
 
     fn new() -> Self {
         TimingWheel::new(1, WHEEL_SIZE, 0).expect("tick 1, 64 buckets is a valid configuration")

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
+use tickwheel::Timer;
 use tokio::runtime::Runtime;
-use wheel_timer::Timer;
 
 use super::{Check, Config, Outcome, Scenario};
 use crate::alloc;

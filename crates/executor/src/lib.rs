@@ -9,7 +9,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use std::sync::atomic::{AtomicUsize, Ordering};
-//! use executor::{Executor, RayonExecutor};
+//! use tickwheel_executor::{Executor, RayonExecutor};
 //!
 //! let pool = RayonExecutor::new(2, "demo").unwrap();
 //! let ran = Arc::new(AtomicUsize::new(0));

@@ -85,7 +85,7 @@ impl Clock for RealClock {
 ///
 /// ```
 /// use std::time::Duration;
-/// use reaper::ManualClock;
+/// use tickwheel_reaper::ManualClock;
 ///
 /// let clock = ManualClock::new();
 /// clock.advance(Duration::from_secs(3 * 86_400));

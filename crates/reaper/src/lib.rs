@@ -31,8 +31,8 @@
 //! use std::sync::{Arc, Mutex, mpsc};
 //! use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 //! use std::time::Duration;
-//! use reaper::{Clock, Due, ManualClock, Reaper, Shard};
-//! use timing_wheel::TimingWheel;
+//! use tickwheel_reaper::{Clock, Due, ManualClock, Reaper, Shard};
+//! use tickwheel_wheel::TimingWheel;
 //!
 //! /// The smallest shard: one wheel behind a lock.
 //! struct One {

@@ -2,11 +2,11 @@
 //! from 1 ms to 24 h go into one wheel (tick = 1 ms, 64 buckets per level); virtual time then runs
 //! to the end, the way the reaper drives it (sleep until `next_expiration`, advance to it).
 //!
-//! `cargo run --release -p timing-wheel --example demo [-- N]`
+//! `cargo run --release -p tickwheel-wheel --example demo [-- N]`
 
 use std::time::Instant;
 
-use timing_wheel::TimingWheel;
+use tickwheel_wheel::TimingWheel;
 
 const DAY_MS: u64 = 24 * 60 * 60 * 1000;
 

@@ -12,7 +12,7 @@
 //! rounding rule and the invariants.
 //!
 //! ```
-//! use timing_wheel::TimingWheel;
+//! use tickwheel_wheel::TimingWheel;
 //!
 //! let mut wheel = TimingWheel::new(1, 64, 0)?;        // 1 unit per tick, 64 buckets per level
 //! let id = wheel.insert(30_000, "request timeout")?.clone();

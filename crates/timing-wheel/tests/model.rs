@@ -18,7 +18,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Once;
 
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
-use timing_wheel::{TimerId, TimingWheel};
+use tickwheel_wheel::{TimerId, TimingWheel};
 
 const DEFAULT_CASES: u64 = 20_000;
 const DEFAULT_SEED: u64 = 0x5EED_0F71_3E20_2026;

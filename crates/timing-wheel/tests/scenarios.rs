@@ -1,6 +1,6 @@
 //! Scenario tests in the spirit of Kafka's `TimingWheel` tests, plus ids, limits and configuration.
 
-use timing_wheel::{ConfigError, MAX_WHEEL_SIZE, TimerId, TimingWheel};
+use tickwheel_wheel::{ConfigError, MAX_WHEEL_SIZE, TimerId, TimingWheel};
 
 mod support;
 use support::Rng;

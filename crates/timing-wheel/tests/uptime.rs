@@ -2,7 +2,7 @@
 //! ones, the clock moved in irregular steps. Everything fires exactly once, at the first advance
 //! that reaches its deadline: never early, never late.
 
-use timing_wheel::TimingWheel;
+use tickwheel_wheel::TimingWheel;
 
 const MS_PER_DAY: u64 = 86_400_000;
 const YEARS_10: u64 = 3_652 * MS_PER_DAY;

@@ -21,7 +21,7 @@
 
 use std::sync::Arc;
 
-use reaper::duration_to_ns;
+use tickwheel_reaper::duration_to_ns;
 
 use crate::core::Core;
 use crate::error::AddError;

@@ -5,12 +5,12 @@ use std::sync::Arc;
 use std::thread::available_parallelism;
 use std::time::{Duration, Instant};
 
-use executor::{Executor, PoolError, RayonExecutor};
-use reaper::{Clock, RealClock, duration_to_ns};
+use tickwheel_executor::{Executor, PoolError, RayonExecutor};
+use tickwheel_reaper::{Clock, RealClock, duration_to_ns};
 
 #[cfg(doc)]
-use reaper::ManualClock;
-use timing_wheel::TimingWheel;
+use tickwheel_reaper::ManualClock;
+use tickwheel_wheel::TimingWheel;
 
 use crate::core::{Config, Core};
 use crate::error::BuildError;

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
-use executor::Executor;
-use reaper::{Clock, Due, Reaper, duration_to_ns};
+use tickwheel_executor::Executor;
+use tickwheel_reaper::{Clock, Due, Reaper, duration_to_ns};
 
 use crate::lifecycle::Lifecycle;
 use crate::loom::atomic::{AtomicU64, Ordering::*, fence};

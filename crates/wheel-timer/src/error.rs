@@ -17,7 +17,7 @@ pub enum BuildError {
         min: Duration,
     },
     /// The wheel size broke a rule of the wheel (power of two, 2 ..= 65536).
-    WheelSize(timing_wheel::ConfigError),
+    WheelSize(tickwheel_wheel::ConfigError),
     /// `threads(0)`: the pool needs a thread.
     ZeroThreads,
     /// `max_pending(0)`: no task could ever be added.

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use reaper::duration_to_ns;
+use tickwheel_reaper::duration_to_ns;
 
 use crate::loom::atomic::Ordering::*;
 use crate::registry::{self, ShardRef};
@@ -64,7 +64,7 @@ impl TimerHandle {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use wheel_timer::{Task, Timer};
+    /// use tickwheel::{Task, Timer};
     ///
     /// let timer = Timer::new()?;
     /// let beat = timer.add_or_submit(Task::every(Duration::from_secs(30), || println!("beat")))?;
@@ -86,7 +86,7 @@ impl TimerHandle {
     /// ```
     /// use std::sync::Arc;
     /// use std::time::Duration;
-    /// use wheel_timer::{InlineExecutor, ManualClock, Task, Timer};
+    /// use tickwheel::{InlineExecutor, ManualClock, Task, Timer};
     ///
     /// let clock = ManualClock::new();
     /// let timer = Timer::builder().clock(clock.clone()).executor(Arc::new(InlineExecutor::new())).build()?;

@@ -20,7 +20,7 @@
 //! use std::sync::Arc;
 //! use std::sync::atomic::{AtomicUsize, Ordering};
 //! use std::time::Duration;
-//! use wheel_timer::{InlineExecutor, ManualClock, Task, Timer};
+//! use tickwheel::{InlineExecutor, ManualClock, Task, Timer};
 //!
 //! // A test drives the timer by hand: the same tick thread and wheels, no sleeping.
 //! let clock = ManualClock::new();
@@ -65,13 +65,13 @@ mod word;
 
 pub use builder::{MIN_TICK, TimerBuilder};
 pub use error::{AddError, BuildError};
-pub use executor::{Executor, InlineExecutor, Job, RayonExecutor};
 pub use future::{Interval, Sleep, Timeout, TimeoutError};
 pub use handle::TimerHandle;
 pub use job::{BURST, MAX_CATCH_UP};
-pub use reaper::{Clock, Driver, ManualClock, RealClock};
 pub use stats::Stats;
 pub use task::{MisfirePolicy, Task};
+pub use tickwheel_executor::{Executor, InlineExecutor, Job, RayonExecutor};
+pub use tickwheel_reaper::{Clock, Driver, ManualClock, RealClock};
 pub use timer::Timer;
 
 /// The README's examples, compiled and run as doc tests so they cannot rot.

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use reaper::duration_to_ns;
+use tickwheel_reaper::duration_to_ns;
 
 use crate::future::Waiter;
 use std::sync::Arc;
@@ -49,7 +49,7 @@ pub(crate) enum Work {
 ///
 /// ```
 /// use std::time::Duration;
-/// use wheel_timer::{MisfirePolicy, Task};
+/// use tickwheel::{MisfirePolicy, Task};
 ///
 /// let once = Task::after(Duration::from_secs(900), || println!("cancel the order"));
 /// let beat = Task::every(Duration::from_secs(30), || println!("heartbeat")).misfire(MisfirePolicy::Skip);

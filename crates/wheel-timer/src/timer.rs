@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use reaper::Due;
+use tickwheel_reaper::Due;
 
 use crate::builder::TimerBuilder;
 use crate::core::Core;
@@ -30,7 +30,7 @@ use crate::task::{Task, Work};
 ///
 /// ```
 /// use std::time::Duration;
-/// use wheel_timer::{Task, Timer};
+/// use tickwheel::{Task, Timer};
 ///
 /// let timer = Timer::new()?;
 /// let handle = timer.add_or_submit(Task::after(Duration::from_secs(900), || println!("too late")))?;
@@ -87,7 +87,7 @@ impl Timer {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use wheel_timer::{AddError, Task, Timer};
+    /// use tickwheel::{AddError, Task, Timer};
     ///
     /// let timer = Timer::builder().max_pending(1).build()?;
     /// let _first = timer.add_or_submit(Task::after(Duration::from_secs(60), || {}))?;
@@ -122,7 +122,7 @@ impl Timer {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use wheel_timer::{Task, Timer};
+    /// use tickwheel::{Task, Timer};
     ///
     /// let timer = Timer::new()?;
     /// let h = timer.add_or_submit(Task::after(Duration::from_secs(5), || {}))?;
@@ -160,7 +160,7 @@ impl Timer {
     /// A future that completes `delay` from now by this timer's clock (see [`Sleep`]).
     ///
     /// ```
-    /// # async fn example(timer: &wheel_timer::Timer) {
+    /// # async fn example(timer: &tickwheel::Timer) {
     /// timer.sleep(std::time::Duration::from_millis(250)).await;
     /// # }
     /// ```
@@ -168,7 +168,7 @@ impl Timer {
         let now = self.core.clock.now();
         Sleep::new(
             &self.core,
-            now.saturating_add(reaper::duration_to_ns(delay)),
+            now.saturating_add(tickwheel_reaper::duration_to_ns(delay)),
         )
     }
 
@@ -189,12 +189,18 @@ impl Timer {
 
     /// Ticks every `period`, the first tick at once: see [`Interval`].
     pub fn interval(&self, period: Duration) -> Interval {
-        Interval::new(self.sleep(Duration::ZERO), reaper::duration_to_ns(period))
+        Interval::new(
+            self.sleep(Duration::ZERO),
+            tickwheel_reaper::duration_to_ns(period),
+        )
     }
 
     /// Ticks every `period`, the first tick at `start`: see [`Interval`].
     pub fn interval_at(&self, start: Instant, period: Duration) -> Interval {
-        Interval::new(self.sleep_until(start), reaper::duration_to_ns(period))
+        Interval::new(
+            self.sleep_until(start),
+            tickwheel_reaper::duration_to_ns(period),
+        )
     }
 
     /// Stops the timer: waits for tasks already running, and returns every task that never ran
@@ -211,7 +217,7 @@ impl Timer {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use wheel_timer::{Task, Timer};
+    /// use tickwheel::{Task, Timer};
     ///
     /// let timer = Timer::new()?;
     /// let _h = timer.add_or_submit(Task::after(Duration::from_secs(3600), || println!("ran late")))?;

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use wheel_timer::{ManualClock, RayonExecutor, Task, Timer};
+use tickwheel::{ManualClock, RayonExecutor, Task, Timer};
 
 mod support;
 use support::Rng;

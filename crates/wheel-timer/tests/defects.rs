@@ -7,7 +7,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use wheel_timer::{
+use tickwheel::{
     BURST, BuildError, InlineExecutor, MAX_CATCH_UP, ManualClock, MisfirePolicy, RayonExecutor,
     Task, Timer,
 };
@@ -108,7 +108,7 @@ fn two_tasks_cancelling_each_other_do_not_deadlock() {
         .build()
         .unwrap();
     let both = Arc::new(Barrier::new(2));
-    let slots: Arc<[Mutex<Option<wheel_timer::TimerHandle>>; 2]> = Arc::new(Default::default());
+    let slots: Arc<[Mutex<Option<tickwheel::TimerHandle>>; 2]> = Arc::new(Default::default());
     let cancelled = Arc::new(AtomicUsize::new(0));
     for me in 0..2 {
         let (b, slots2, c) = (both.clone(), slots.clone(), cancelled.clone());

@@ -10,9 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
-use wheel_timer::{
-    InlineExecutor, Interval, ManualClock, MisfirePolicy, Sleep, TimeoutError, Timer,
-};
+use tickwheel::{InlineExecutor, Interval, ManualClock, MisfirePolicy, Sleep, TimeoutError, Timer};
 
 mod support;
 use support::{MS, Rng, SEC, manual};
@@ -393,6 +391,6 @@ fn futures_are_send_sync_and_static() {
     fn spawnable<T: Send + Sync + 'static>() {}
     spawnable::<Sleep>();
     spawnable::<Interval>();
-    spawnable::<wheel_timer::Timeout<Sleep>>();
+    spawnable::<tickwheel::Timeout<Sleep>>();
     let _ = (ManualClock::new(), InlineExecutor::new());
 }

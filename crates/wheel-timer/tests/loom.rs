@@ -2,7 +2,7 @@
 //! bound) of the races that decide a task's fate. Built only with `--cfg loom`:
 //!
 //! ```sh
-//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p wheel-timer --test loom
+//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p tickwheel --test loom
 //! ```
 //!
 //! (`just loom-bounded`; `just loom` for 3 preemptions). Under `cfg(loom)` the timer's and the tick
@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use wheel_timer::{Clock, Driver, InlineExecutor, ManualClock, MisfirePolicy, Task, Timer};
+use tickwheel::{Clock, Driver, InlineExecutor, ManualClock, MisfirePolicy, Task, Timer};
 
 const MS: Duration = Duration::from_millis(1);
 const NS_PER_MS: u64 = 1_000_000;

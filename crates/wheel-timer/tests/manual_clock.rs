@@ -8,9 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use wheel_timer::{
-    AddError, InlineExecutor, ManualClock, MisfirePolicy, RayonExecutor, Task, Timer,
-};
+use tickwheel::{AddError, InlineExecutor, ManualClock, MisfirePolicy, RayonExecutor, Task, Timer};
 
 mod support;
 use support::{DAY, MS, Rng, SEC, manual};
@@ -346,7 +344,7 @@ fn tasks_can_add_tasks() {
 
 #[test]
 fn bad_input_gets_typed_errors_or_documented_answers() {
-    use wheel_timer::BuildError;
+    use tickwheel::BuildError;
     assert!(matches!(
         Timer::builder().tick(Duration::ZERO).build(),
         Err(BuildError::TickTooSmall { .. })

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use wheel_timer::{Task, Timer};
+use tickwheel::{Task, Timer};
 
 #[test]
 fn never_early_and_eventually_on_the_real_clock() {

@@ -29,7 +29,7 @@ use std::thread;
 use std::time::Duration;
 
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
-use wheel_timer::{AddError, InlineExecutor, ManualClock, MisfirePolicy, Task, Timer, TimerHandle};
+use tickwheel::{AddError, InlineExecutor, ManualClock, MisfirePolicy, Task, Timer, TimerHandle};
 
 const DEFAULT_CASES: u64 = 2_000;
 const DEFAULT_SEED: u64 = 0x5E41_11CE_2026_1122;

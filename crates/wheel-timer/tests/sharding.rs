@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::thread;
 
-use wheel_timer::{AddError, InlineExecutor, ManualClock, Task, Timer, TimerHandle};
+use tickwheel::{AddError, InlineExecutor, ManualClock, Task, Timer, TimerHandle};
 
 mod support;
 use support::{DAY, SEC, manual};

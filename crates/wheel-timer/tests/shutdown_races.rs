@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use wheel_timer::{ManualClock, MisfirePolicy, Task, Timer, TimerHandle};
+use tickwheel::{ManualClock, MisfirePolicy, Task, Timer, TimerHandle};
 
 mod support;
 use support::{MS, SEC};
@@ -238,8 +238,8 @@ fn due_adds_racing_shutdown_run_or_come_back() {
 #[test]
 fn jobs_dropped_by_the_executor_come_back_from_shutdown() {
     struct Drops;
-    impl wheel_timer::Executor for Drops {
-        fn execute(&self, _job: wheel_timer::Job) {}
+    impl tickwheel::Executor for Drops {
+        fn execute(&self, _job: tickwheel::Job) {}
     }
     let clock = ManualClock::new();
     let timer = Timer::builder()
@@ -280,8 +280,8 @@ fn task_at_on_a_manual_clock_moved_before_build() {
 #[test]
 fn an_executor_that_panics_does_not_stop_the_tick_thread() {
     struct PanicsOnce(std::sync::atomic::AtomicBool);
-    impl wheel_timer::Executor for PanicsOnce {
-        fn execute(&self, job: wheel_timer::Job) {
+    impl tickwheel::Executor for PanicsOnce {
+        fn execute(&self, job: tickwheel::Job) {
             if !self.0.swap(true, SeqCst) {
                 panic!("executor refuses its first job");
             }
@@ -319,8 +319,8 @@ fn an_executor_that_panics_does_not_stop_the_tick_thread() {
 #[test]
 fn shutdown_returns_tasks_earliest_first() {
     struct Drops;
-    impl wheel_timer::Executor for Drops {
-        fn execute(&self, _job: wheel_timer::Job) {}
+    impl tickwheel::Executor for Drops {
+        fn execute(&self, _job: tickwheel::Job) {}
     }
     let clock = ManualClock::new();
     let timer = Timer::builder()

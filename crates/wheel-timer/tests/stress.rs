@@ -13,7 +13,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use wheel_timer::{MisfirePolicy, Task, Timer, TimerHandle};
+use tickwheel::{MisfirePolicy, Task, Timer, TimerHandle};
 
 struct Slot {
     periodic: bool,

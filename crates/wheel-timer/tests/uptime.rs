@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use wheel_timer::{MisfirePolicy, Task};
+use tickwheel::{MisfirePolicy, Task};
 
 const MS: u64 = 1_000_000; // ns
 const HOUR: u64 = 3_600_000 * MS;

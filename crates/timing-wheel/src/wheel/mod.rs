@@ -186,7 +186,7 @@ type BucketQueue = PriorityQueue<u32, Reverse<u64>, BuildHasherDefault<BucketIdH
 /// the caller uses; the caller moves it forward with [`advance`](Self::advance).
 ///
 /// ```
-/// use timing_wheel::TimingWheel;
+/// use tickwheel_wheel::TimingWheel;
 ///
 /// // One tick = 1 ms, 64 buckets per level, clock starts at 0.
 /// let mut wheel = TimingWheel::new(1, 64, 0).unwrap();
@@ -243,7 +243,7 @@ impl<T> TimingWheel<T> {
     /// [`MAX_WHEEL_SIZE`]. No level is allocated until an entry needs it.
     ///
     /// ```
-    /// use timing_wheel::{ConfigError, TimingWheel};
+    /// use tickwheel_wheel::{ConfigError, TimingWheel};
     ///
     /// assert!(TimingWheel::<()>::new(1, 64, 0).is_ok());
     /// assert_eq!(TimingWheel::<()>::new(0, 64, 0).unwrap_err(), ConfigError::ZeroTick);

@@ -31,7 +31,7 @@ use crate::task::MisfirePolicy;
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use wheel_timer::{InlineExecutor, ManualClock, Timer};
+/// use tickwheel::{InlineExecutor, ManualClock, Timer};
 ///
 /// let clock = ManualClock::new();
 /// let timer = Timer::builder().clock(clock.clone()).executor(Arc::new(InlineExecutor::new())).build()?;
@@ -39,7 +39,7 @@ use crate::task::MisfirePolicy;
 /// // (in async code: `every.tick().await`)
 /// # use std::task::{Context, Poll, Waker};
 /// # let mut cx = Context::from_waker(Waker::noop());
-/// # let mut tick = |i: &mut wheel_timer::Interval| match std::pin::pin!(i.tick()).poll(&mut cx) {
+/// # let mut tick = |i: &mut tickwheel::Interval| match std::pin::pin!(i.tick()).poll(&mut cx) {
 /// #     Poll::Ready(at) => Some(at), Poll::Pending => None };
 /// # use std::future::Future;
 /// let first = tick(&mut every).expect("the first tick is at once");

@@ -27,7 +27,7 @@ use crate::task::{Task, When, Work};
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use wheel_timer::{InlineExecutor, ManualClock, Timer};
+/// use tickwheel::{InlineExecutor, ManualClock, Timer};
 ///
 /// let clock = ManualClock::new();
 /// let timer = Timer::builder().clock(clock.clone()).executor(Arc::new(InlineExecutor::new())).build()?;

@@ -38,7 +38,7 @@ impl Error for TimeoutError {}
 /// ```
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::time::Duration;
-/// use wheel_timer::{Timer, TimeoutError};
+/// use tickwheel::{Timer, TimeoutError};
 ///
 /// let timer = Timer::new()?;
 /// let quick = timer.timeout(Duration::from_secs(5), async { 42 });

@@ -25,8 +25,8 @@
 use std::sync::Weak;
 
 use crossbeam_utils::CachePadded;
-use reaper::Due;
-use timing_wheel::{TimerId, TimingWheel};
+use tickwheel_reaper::Due;
+use tickwheel_wheel::{TimerId, TimingWheel};
 
 mod moves;
 mod stamp;
@@ -212,7 +212,7 @@ impl Shard {
 
     /// The owner's clock reading, read again if the ring has been drained since it was taken.
     #[inline]
-    pub(crate) fn reading(&self, clock: &dyn reaper::Clock) -> u64 {
+    pub(crate) fn reading(&self, clock: &dyn tickwheel_reaper::Clock) -> u64 {
         let flushes = self.consumer.flushes.load(Acquire);
         if flushes == self.owner.seen_flushes.load(Relaxed) {
             self.owner.reading.load(Relaxed)
@@ -222,7 +222,7 @@ impl Shard {
     }
 
     /// A fresh clock reading for the owner, remembered with the drain count it follows.
-    pub(crate) fn read(&self, clock: &dyn reaper::Clock) -> u64 {
+    pub(crate) fn read(&self, clock: &dyn tickwheel_reaper::Clock) -> u64 {
         let flushes = self.consumer.flushes.load(Acquire);
         let now = clock.now();
         self.owner.seen_flushes.store(flushes, Relaxed);

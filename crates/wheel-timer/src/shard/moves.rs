@@ -2,7 +2,7 @@
 //! task. A task already in the wheel is moved under the shard lock; one still in the ring needs
 //! only its slot word.
 
-use reaper::{Clock, Due};
+use tickwheel_reaper::{Clock, Due};
 
 use crate::core::active;
 use crate::word::BUSY;

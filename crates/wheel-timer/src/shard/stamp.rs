@@ -1,7 +1,7 @@
 //! The consumer's side of a shard: draining the ring into the wheel (stamping deadlines),
 //! collecting what is due for the tick thread, and `next_wake`; and shutdown's drain.
 
-use reaper::{Clock, Due};
+use tickwheel_reaper::{Clock, Due};
 
 use super::*;
 
@@ -184,7 +184,7 @@ impl Shard {
     }
 }
 
-impl reaper::Shard for Shard {
+impl tickwheel_reaper::Shard for Shard {
     type Item = Fire;
 
     fn next_wake(&self) -> u64 {

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use wheel_timer::{InlineExecutor, ManualClock, Timer};
+use tickwheel::{InlineExecutor, ManualClock, Timer};
 
 pub(crate) const MS: Duration = Duration::from_millis(1);
 pub(crate) const SEC: Duration = Duration::from_secs(1);
