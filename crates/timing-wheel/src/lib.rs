@@ -33,5 +33,5 @@ mod slab;
 mod time;
 pub mod wheel;
 
-pub use error::ConfigError;
+pub use error::{AlreadyDue, ConfigError};
 pub use wheel::{MAX_WHEEL_SIZE, TimerId, TimingWheel};

@@ -264,7 +264,7 @@ fn check(s: &Scenario) -> Result<(), String> {
                             "step {step}: insert at {d} > now {now} was refused"
                         );
                         ensure!(
-                            back == item,
+                            back.into_item() == item,
                             "step {step}: refused insert handed back another item"
                         );
                     }

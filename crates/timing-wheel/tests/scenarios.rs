@@ -14,11 +14,28 @@ fn fire_to<T>(wheel: &mut TimingWheel<T>, now: u64) -> Vec<T> {
 #[test]
 fn already_expired_inserts_hand_the_item_back() {
     let mut w = TimingWheel::new(1, 20_usize.next_power_of_two(), 100).unwrap();
-    assert_eq!(w.insert(100, "now").unwrap_err(), "now");
-    assert_eq!(w.insert(99, "past").unwrap_err(), "past");
-    assert_eq!(w.insert(0, "long past").unwrap_err(), "long past");
+    assert_eq!(w.insert(100, "now").unwrap_err().into_item(), "now");
+    assert_eq!(w.insert(99, "past").unwrap_err().into_item(), "past");
+    let refused = w.insert(0, "long past").unwrap_err();
+    assert_eq!((refused.deadline(), refused.now()), (0, 100));
+    assert_eq!(
+        refused.to_string(),
+        "deadline 0 is not after the wheel's clock 100: the item is already due"
+    );
+    assert_eq!(refused.into_item(), "long past");
     assert!(w.is_empty());
     assert!(w.insert(101, "next").is_ok());
+}
+
+#[test]
+fn a_refused_insert_goes_through_question_mark_into_a_boxed_error() {
+    fn insert_late() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let mut w = TimingWheel::new(1, 64, 100)?;
+        w.insert(50, String::from("late"))?;
+        Ok(())
+    }
+    let e = insert_late().unwrap_err();
+    assert!(e.to_string().contains("already due"), "{e}");
 }
 
 #[test]

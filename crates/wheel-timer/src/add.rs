@@ -74,9 +74,9 @@ pub(crate) fn add(core: &Arc<Core>, lease: Lease, task: Task) -> Result<TimerHan
         Plan::Unstamped { delay, born } => (QUEUED, 0, delay, born),
     };
     let flags = match work {
-        Work::Every { .. } => flags | PERIODIC,
+        Work::Every(_) => flags | PERIODIC,
         Work::Wake(..) => flags | WAKE,
-        Work::Once(_) => flags,
+        Work::Once { .. } => flags,
     };
     s.deadline.store(deadline, Relaxed);
     s.meant.store(meant, Relaxed);
@@ -163,7 +163,7 @@ fn plan(shard: &Shard, core: &Core, when: When) -> Plan {
                 }
             }
         }
-        When::At(at) => stamped(shard, core, core.ns_of(at)),
+        When::At(at) | When::Returned { at, .. } => stamped(shard, core, core.ns_of(at)),
         When::Clock(deadline) => stamped(shard, core, deadline),
     }
 }

@@ -12,7 +12,7 @@ use tickwheel_reaper::{Clock, RealClock, duration_to_ns};
 use tickwheel_reaper::ManualClock;
 use tickwheel_wheel::TimingWheel;
 
-use crate::core::{Config, Core};
+use crate::core::{Config, Core, DropHook};
 use crate::error::BuildError;
 use crate::panic::{Hook, Panics};
 use crate::timer::Timer;
@@ -31,6 +31,7 @@ pub struct TimerBuilder {
     clock: Option<Arc<dyn Clock>>,
     executor: Option<Arc<dyn Executor>>,
     on_panic: Option<Hook>,
+    on_drop: Option<DropHook>,
 }
 
 impl fmt::Debug for TimerBuilder {
@@ -54,10 +55,11 @@ impl Default for TimerBuilder {
             wheel_size: 64,
             threads: None,
             max_pending: None,
-            name: "wheel-timer".to_owned(),
+            name: "tickwheel".to_owned(),
             clock: None,
             executor: None,
             on_panic: None,
+            on_drop: None,
         }
     }
 }
@@ -95,7 +97,7 @@ impl TimerBuilder {
         self
     }
 
-    /// Prefix of the thread names (`{name}-tick`, `{name}-exec-{i}`). Default `"wheel-timer"`.
+    /// Prefix of the thread names (`{name}-tick`, `{name}-exec-{i}`). Default `"tickwheel"`.
     /// A name with a NUL byte is refused by `build` ([`BuildError::InvalidName`]).
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
@@ -105,9 +107,11 @@ impl TimerBuilder {
     /// Drive the timer from `clock` instead of the real one: usually a [`ManualClock`], the
     /// same tick thread and wheels with time moved by the test. On a clock that does not follow
     /// real time ([`Clock::follows_real_time`]) every deadline is stamped exactly at its add.
-    /// `Task::at` instants are read against the instant the timer is built, which stands for the
-    /// clock's reading at that moment (clock time `t` is the instant
-    /// `build instant + (t - reading at build)`).
+    /// Instants ([`Timer::now`], `Task::at`) map to the clock's readings through
+    /// [`Clock::instant_of`]`(0)` for a clock that follows real time; for one that does not, the
+    /// instant the timer is built stands for the clock's reading at that moment (clock time `t`
+    /// is the instant `build instant + (t - reading at build)`): take instants from
+    /// [`Timer::now`], which moves with the clock.
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = Some(Arc::new(clock));
         self
@@ -123,6 +127,16 @@ impl TimerBuilder {
     /// panics is caught too.
     pub fn on_panic(mut self, f: impl Fn(&str) + Send + Sync + 'static) -> Self {
         self.on_panic = Some(Arc::new(f));
+        self
+    }
+
+    /// Called, when the [`Timer`] is dropped, with every task that never ran (earliest first,
+    /// as [`Timer::shutdown`] returns them), so a drop loses nothing silently: persist them, run
+    /// them, or count them. If `shutdown` ran before the drop, it returned them: the hook then
+    /// gets an empty list.
+    /// Without it, a drop drops them.
+    pub fn on_drop(mut self, f: impl FnOnce(Vec<crate::Task>) + Send + 'static) -> Self {
+        self.on_drop = Some(Box::new(f));
         self
     }
 
@@ -161,9 +175,10 @@ impl TimerBuilder {
                 // Clock time t stands for the instant `origin + t`; the clock may have been
                 // moved before the timer was built.
                 let now = Instant::now();
-                let origin = now
-                    .checked_sub(Duration::from_nanos(clock.now()))
-                    .unwrap_or(now);
+                let origin = clock.instant_of(0).unwrap_or_else(|| {
+                    now.checked_sub(Duration::from_nanos(clock.now()))
+                        .unwrap_or(now)
+                });
                 (clock, origin)
             }
             None => {
@@ -179,6 +194,7 @@ impl TimerBuilder {
             max_pending: self.max_pending,
             executor,
             panics: Panics::new(self.on_panic),
+            on_drop: self.on_drop,
         });
         Timer::start(core, &self.name).map_err(BuildError::Spawn)
     }

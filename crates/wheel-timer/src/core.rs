@@ -8,6 +8,7 @@ use crossbeam_utils::CachePadded;
 use tickwheel_executor::Executor;
 use tickwheel_reaper::{Clock, Due, Reaper, duration_to_ns};
 
+use crate::context::TaskContext;
 use crate::lifecycle::Lifecycle;
 use crate::loom::atomic::{AtomicU64, Ordering::*, fence};
 use crate::loom::{Condvar, Mutex};
@@ -46,6 +47,8 @@ pub(crate) struct Core {
     pub(crate) fired: CachePadded<AtomicU64>,
     pub(crate) skipped: CachePadded<AtomicU64>,
     pub(crate) returned: AtomicU64,
+    /// Repeating tasks and intervals whose period was below the tick (run at the tick).
+    pub(crate) rounded: AtomicU64,
     /// Lateness of runs, from the instant the user meant.
     pub(crate) lateness: Histogram,
     /// Lateness of the tick thread's hand-offs, from the deadline.
@@ -53,7 +56,12 @@ pub(crate) struct Core {
     pub(crate) running: Running,
     /// Periodic tasks handed back by their jobs while shutdown runs; `None` once it collected.
     pub(crate) late: Mutex<Option<Vec<Returned>>>,
+    /// Given the tasks that never ran when the `Timer` is dropped.
+    pub(crate) on_drop: Mutex<Option<DropHook>>,
 }
+
+/// See [`TimerBuilder::on_drop`](crate::TimerBuilder::on_drop).
+pub(crate) type DropHook = Box<dyn FnOnce(Vec<crate::Task>) + Send>;
 
 /// What `TimerBuilder::build` settled.
 pub(crate) struct Config {
@@ -64,6 +72,7 @@ pub(crate) struct Config {
     pub(crate) max_pending: Option<usize>,
     pub(crate) executor: Arc<dyn Executor>,
     pub(crate) panics: Panics,
+    pub(crate) on_drop: Option<DropHook>,
 }
 
 impl Core {
@@ -87,10 +96,12 @@ impl Core {
             fired: CachePadded::new(AtomicU64::new(0)),
             skipped: CachePadded::new(AtomicU64::new(0)),
             returned: AtomicU64::new(0),
+            rounded: AtomicU64::new(0),
             lateness: Histogram::new(),
             handoff: Histogram::new(),
             running: Running::new(),
             late: Mutex::new(Some(Vec::new())),
+            on_drop: Mutex::new(config.on_drop),
         })
     }
 
@@ -160,11 +171,24 @@ impl Core {
             // pool. (A stale word only sends a job that finds nothing to the executor.)
             return crate::job::run(self, fire);
         }
-        let core = self.clone();
+        // Counted until the job is dropped, whether it ran or an executor discarded it.
+        let job = Queued::new(self);
         let _ = crate::panic::catch(|| {
             self.executor
-                .execute(Box::new(move || crate::job::run(&core, fire)))
+                .execute(Box::new(move || crate::job::run(&job.0, fire)))
         });
+    }
+
+    /// The context of a run due at clock time `scheduled`, started `late` ns after it.
+    pub(crate) fn context<'a>(
+        self: &'a Arc<Self>,
+        scheduled: u64,
+        late: u64,
+        run: u64,
+        key: Option<&'a String>,
+    ) -> TaskContext<'a> {
+        let scheduled = self.instant_of(scheduled);
+        TaskContext::new(Some(self), scheduled, Duration::from_nanos(late), run, key)
     }
 
     /// Records the start of a run `late` nanoseconds after the instant the user meant.
@@ -186,17 +210,46 @@ impl Drop for Core {
     }
 }
 
-/// Jobs that have claimed a task and not finished: `shutdown` waits for them.
+/// Jobs that have claimed a task and not finished: `shutdown` waits for them. And jobs handed to
+/// the executor and not yet dropped: `wait_idle` waits for them.
 pub(crate) struct Running {
     count: AtomicU64,
+    queued: AtomicU64,
+    /// Threads in `wait_idle`: a job ending tells them only if there are any.
+    idle_waiters: AtomicU64,
     lock: Mutex<()>,
     idle: Condvar,
+}
+
+/// A job on its way through the executor (see [`Running::wait_idle`]).
+struct Queued(Arc<Core>);
+
+impl Queued {
+    fn new(core: &Arc<Core>) -> Self {
+        core.running.queued.fetch_add(1, SeqCst);
+        Queued(core.clone())
+    }
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        let running = &self.0.running;
+        running.queued.fetch_sub(1, SeqCst);
+        // Dekker with `wait_idle`: it counts itself in, then reads `queued`; this counts the job
+        // out, then reads the waiters. One of the two sees the other.
+        if running.idle_waiters.load(SeqCst) > 0 {
+            drop(running.lock.lock());
+            running.idle.notify_all();
+        }
+    }
 }
 
 impl Running {
     fn new() -> Self {
         Running {
             count: AtomicU64::new(0),
+            queued: AtomicU64::new(0),
+            idle_waiters: AtomicU64::new(0),
             lock: Mutex::new(()),
             idle: Condvar::new(),
         }
@@ -225,11 +278,35 @@ impl Running {
         }
     }
 
-    /// Waits until no job of this timer runs except `own` on the calling thread.
-    pub(crate) fn wait_for_others(&self, own: u64) {
+    /// Waits until every job handed to the executor is done (or was dropped), except `own` ones
+    /// on the calling thread.
+    pub(crate) fn wait_idle(&self, own: u64) {
+        self.idle_waiters.fetch_add(1, SeqCst);
         let mut guard = self.lock.lock();
-        while self.count.load(SeqCst) > own {
+        while self.queued.load(SeqCst) > own {
             self.idle.wait(&mut guard);
+        }
+        drop(guard);
+        self.idle_waiters.fetch_sub(1, SeqCst);
+    }
+
+    /// Waits until no job of this timer runs except `own` on the calling thread, or until
+    /// `limit` passes; returns the number of jobs still running then (besides `own`).
+    pub(crate) fn wait_for_others(&self, own: u64, limit: Option<Instant>) -> u64 {
+        let mut guard = self.lock.lock();
+        loop {
+            let others = self.count.load(SeqCst).saturating_sub(own);
+            if others == 0 {
+                return 0;
+            }
+            match limit {
+                None => self.idle.wait(&mut guard),
+                Some(at) => {
+                    if self.idle.wait_until(&mut guard, at).timed_out() {
+                        return self.count.load(SeqCst).saturating_sub(own);
+                    }
+                }
+            }
         }
     }
 }

@@ -16,7 +16,8 @@ pub enum BuildError {
         /// The smallest tick accepted.
         min: Duration,
     },
-    /// The wheel size broke a rule of the wheel (power of two, 2 ..= 65536).
+    /// The wheel size broke a rule of the wheel (power of two, 2 ..= 65536); the
+    /// [`ConfigError`](crate::ConfigError) says which (also as the error's `source`).
     WheelSize(tickwheel_wheel::ConfigError),
     /// `threads(0)`: the pool needs a thread.
     ZeroThreads,
@@ -38,7 +39,8 @@ impl fmt::Display for BuildError {
                 f,
                 "invalid tick {tick:?}: the tick must be at least {min:?}"
             ),
-            BuildError::WheelSize(e) => e.fmt(f),
+            // The details are the source's message: shown once in an error chain.
+            BuildError::WheelSize(_) => f.write_str("invalid wheel configuration"),
             BuildError::ZeroThreads => {
                 f.write_str("invalid thread count 0: the pool needs at least one thread")
             }
@@ -48,7 +50,7 @@ impl fmt::Display for BuildError {
             BuildError::InvalidName { name } => {
                 write!(f, "invalid thread name {name:?}: it contains a NUL byte")
             }
-            BuildError::Spawn(e) => write!(f, "could not start the timer's threads: {e}"),
+            BuildError::Spawn(_) => f.write_str("could not start the timer's threads"),
         }
     }
 }
@@ -66,9 +68,23 @@ impl std::error::Error for BuildError {
 /// Why [`Timer::add_or_submit`](crate::Timer::add_or_submit) refused a task. Every variant hands
 /// the task back, so nothing is lost.
 ///
-/// Because it holds the task (a `Send` closure), `AddError` is `Send` but not `Sync`, so `?`
-/// into `Box<dyn Error + Send + Sync>` or `anyhow::Error` does not compile: take the task out
-/// with [`into_task`](Self::into_task), or convert with `.map_err(|e| e.to_string())`.
+/// `Send + Sync + 'static` (a [`Task`] is, though its closure need only be `Send`), so `?`
+/// converts it into `Box<dyn Error + Send + Sync>` or `anyhow::Error` (the task is then dropped
+/// with the error); take the task out first with [`into_task`](Self::into_task) to keep it.
+///
+/// ```
+/// use std::time::Duration;
+/// use tickwheel::{Task, Timer};
+///
+/// fn schedule(timer: &Timer) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+///     timer.add_or_submit(Task::after(Duration::from_secs(1), || {}))?;
+///     Ok(())
+/// }
+/// let timer = Timer::new()?;
+/// timer.shutdown();
+/// assert_eq!(schedule(&timer).unwrap_err().to_string(), "timer is shut down");
+/// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+/// ```
 #[non_exhaustive]
 pub enum AddError {
     /// `max_pending` tasks are already waiting; try again after one fires or is cancelled.

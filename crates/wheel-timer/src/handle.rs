@@ -1,13 +1,34 @@
 //! `TimerHandle`: names one task by (shard, slot, generation) and pins its slot while it lives.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tickwheel_reaper::duration_to_ns;
 
 use crate::loom::atomic::Ordering::*;
 use crate::registry::{self, ShardRef};
-use crate::word::{CANCELLED, RUNNING, STOP, VACANT, Word};
+use crate::word::{CANCELLED, DUE, QUEUED, RETURNED, RUNNING, STOP, VACANT, WAITING, Word};
+
+/// Where a task is, from [`TimerHandle::state`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TaskState {
+    /// Waiting for its deadline: `cancel` and `reschedule` work.
+    Waiting,
+    /// Due and handed to the executor, not started yet: `cancel` still works, `reschedule` not.
+    Due,
+    /// Running now (a repeating task: running or between runs); a repeating task can still be
+    /// cancelled.
+    Running,
+    /// Ran (a one-shot task), ended (a repeating task that stopped itself or reached the end of
+    /// time), or panicked: it will not run again.
+    Done,
+    /// Stopped by a successful `cancel`.
+    Cancelled,
+    /// Handed back by [`Timer::shutdown`](crate::Timer::shutdown) (or, if it was due, dropped
+    /// by the timer's drop).
+    Returned,
+}
 
 /// A handle to one added task: cancel it, reschedule it, ask how it ended.
 ///
@@ -81,7 +102,11 @@ impl TimerHandle {
     /// Moves the task's next run to `delay` from now: `true` if it was waiting for its deadline
     /// and now has the new one (a zero delay sends it to the executor at once); `false` if it
     /// already started, ran, was cancelled, is on its way to the executor, or the timer is shut
-    /// down or gone. O(1).
+    /// down or gone ([`state`](Self::state) says which). O(1).
+    ///
+    /// A repeating task is rescheduled the same way while it waits for a run (not while it
+    /// runs): that run moves, and the later ones follow from it (a fixed-rate task's grid
+    /// restarts at the new run; a fixed-delay task counts from the end of it).
     ///
     /// ```
     /// use std::sync::Arc;
@@ -104,9 +129,57 @@ impl TimerHandle {
         self.move_to(|_| delay)
     }
 
+    /// Moves the task's next run to `deadline` (at once if it passed), as
+    /// [`reschedule`](Self::reschedule) does. The instant is read on the timer's clock: take it
+    /// from [`Timer::now`](crate::Timer::now) on a manual clock.
+    pub fn reschedule_at(&self, deadline: Instant) -> bool {
+        match self.shard().core() {
+            Some(core) => self.reschedule_at_ns(core.ns_of(deadline)),
+            None => false,
+        }
+    }
+
     /// Moves the task's next run to clock time `deadline` (see `reschedule`).
-    pub(crate) fn reschedule_at(&self, deadline: u64) -> bool {
+    pub(crate) fn reschedule_at_ns(&self, deadline: u64) -> bool {
         self.move_to(|now| deadline.saturating_sub(now))
+    }
+
+    /// When the task's next run is due, on the timer's clock (see
+    /// [`Timer::now`](crate::Timer::now)); `None` once it is running (a periodic task between
+    /// runs included), done, cancelled or handed back. A task added with a long delay gets its
+    /// deadline stamped within a tick of its add; asking for it stamps it at once (from a clock
+    /// reading taken after the add, so it is never earlier than the delay asked for).
+    pub fn deadline(&self) -> Option<Instant> {
+        let shard = self.shard();
+        let core = shard.core()?;
+        let mut due = Vec::new();
+        let generation = self.word().generation();
+        let deadline = shard.deadline_of(self.slot(), generation, core.clock.as_ref(), &mut due);
+        for d in due {
+            core.dispatch(d);
+        }
+        deadline.map(|d| core.instant_of(d))
+    }
+
+    /// Time left until [`deadline`](Self::deadline), on the timer's clock: zero if it is due.
+    pub fn remaining(&self) -> Option<Duration> {
+        let at = self.deadline()?;
+        let core = self.shard().core()?;
+        Some(at.saturating_duration_since(core.instant_of(core.clock.now())))
+    }
+
+    /// Where the task is now: after `cancel` or `reschedule` said `false`, this says why.
+    pub fn state(&self) -> TaskState {
+        let w = self.word();
+        match w.state() {
+            QUEUED | WAITING => TaskState::Waiting,
+            DUE => TaskState::Due,
+            RUNNING if w.has(STOP) => TaskState::Cancelled,
+            RUNNING => TaskState::Running,
+            CANCELLED => TaskState::Cancelled,
+            RETURNED => TaskState::Returned,
+            _ => TaskState::Done,
+        }
     }
 
     /// `reschedule` with the delay computed from the clock reading it uses.
@@ -194,8 +267,7 @@ impl Drop for TimerHandle {
 impl fmt::Debug for TimerHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TimerHandle")
-            .field("cancelled", &self.is_cancelled())
-            .field("done", &self.is_done())
+            .field("state", &self.state())
             .finish()
     }
 }

@@ -14,9 +14,9 @@ use std::sync::Arc;
 use crate::core::Core;
 use crate::loom::atomic::Ordering::*;
 use crate::registry;
-use crate::shard::{Fire, Returned, Shard};
+use crate::shard::{Fire, Rearm, Returned, Shard};
 use crate::slot::Run;
-use crate::task::{MisfirePolicy, Work};
+use crate::task::{Cadence, MisfirePolicy, Repeat, Work};
 use crate::word::{CANCELLED, DONE, RETURNED, STOP, VACANT, Word};
 
 /// Back-to-back runs of a periodic task per hand-off.
@@ -37,9 +37,10 @@ pub(crate) fn run(core: &Arc<Core>, fire: Fire) {
     };
     let late = core.clock.now().saturating_sub(fire.meant);
     match work {
-        Work::Once(f) => {
+        Work::Once { f, key } => {
             core.count_run(late);
-            core.panics.run(f);
+            let mut cx = core.context(fire.meant, late, 1, key.as_deref());
+            core.panics.run(|| f.into_inner()(&mut cx));
             finish(&shard, fire, run, DONE);
         }
         Work::Wake(waiter, epoch) => {
@@ -48,16 +49,14 @@ pub(crate) fn run(core: &Arc<Core>, fire: Fire) {
             core.panics.run(|| waiter.fire(epoch));
             finish(&shard, fire, run, DONE);
         }
-        Work::Every { f, period, policy } => {
+        Work::Every(repeat) => {
             let scheduled = s.deadline.load(Relaxed);
             Periodic {
                 core,
                 shard: &shard,
                 fire,
-                period,
-                policy,
             }
-            .run(run, f, scheduled, late);
+            .run(run, repeat, scheduled, late);
         }
     }
 }
@@ -77,32 +76,43 @@ struct Periodic<'a> {
     core: &'a Arc<Core>,
     shard: &'a Shard,
     fire: Fire,
-    /// As given, nanoseconds (the task keeps it so).
-    period: u64,
-    policy: MisfirePolicy,
 }
 
 impl Periodic<'_> {
-    /// Runs the due run (and, for `CatchUp`, up to a turn of missed ones), then re-arms.
-    fn run(self, run: Run<'_>, mut f: Box<dyn FnMut() + Send>, mut scheduled: u64, mut late: u64) {
+    /// Runs the due run (and, for `CatchUp`, up to a turn of missed ones), then re-arms, unless
+    /// the task stopped itself.
+    fn run(self, run: Run<'_>, mut repeat: Box<Repeat>, mut scheduled: u64, mut late: u64) {
         let core = self.core;
         // A period below the tick runs at the tick (the wheel cannot tell them apart).
-        let period = self.period.max(core.tick_ns);
+        let period = repeat.period.max(core.tick_ns);
         let mut turn = 0;
         let next = loop {
+            let mut stopped = false;
             // Rounding to the tick makes every run up to a tick late: not a misfire.
-            if self.policy == MisfirePolicy::Skip && late >= period.saturating_add(core.tick_ns) {
+            if repeat.cadence == Cadence::Rate(MisfirePolicy::Skip)
+                && late >= period.saturating_add(core.tick_ns)
+            {
                 core.skipped.fetch_add(1, Relaxed);
             } else {
                 core.count_run(late);
-                core.panics.run(&mut f);
+                repeat.runs += 1;
+                let Repeat { f, runs, key, .. } = &mut *repeat;
+                let mut cx = core.context(scheduled, late, *runs, key.as_deref());
+                core.panics.run(|| f.get_mut()(&mut cx));
+                stopped = cx.is_stopped();
             }
             if run.end_run().has(STOP) {
                 core.running.run_ended(); // a cancel on another thread waits for this
             }
             turn += 1;
             let now = core.clock.now();
-            let (next, skipped) = next_run(scheduled, period, now, self.policy);
+            if stopped {
+                break None;
+            }
+            let (next, skipped) = match repeat.cadence {
+                Cadence::Rate(policy) => next_run(scheduled, period, now, policy),
+                Cadence::Delay => (now.checked_add(period), 0),
+            };
             if skipped > 0 {
                 core.skipped.fetch_add(skipped, Relaxed);
             }
@@ -119,34 +129,28 @@ impl Periodic<'_> {
                 next => break next,
             }
         };
-        let work = Work::Every {
-            f,
-            period: self.period,
-            policy: self.policy,
-        };
         match next {
-            // The next run would fall past the end of time: the task is finished.
+            // Stopped by its closure, or the next run would fall past the end of time: the task
+            // is finished.
             None => {
                 finish(self.shard, self.fire, run, DONE);
             }
-            Some(next) => self.rearm(run, next, work),
+            Some(next) => self.rearm(run, next, Work::Every(repeat)),
         }
     }
-
     /// Puts the task back for its run at `next`, or ends it: cancelled (dropped), or shutting
     /// down (handed back to `shutdown`, or ended if that call already returned).
     fn rearm(self, run: Run<'_>, next: u64, work: Work) {
         let core = self.core;
-        if !core.lifecycle.is_open() {
-            return self.hand_back(run, next, work);
-        }
-        match self.shard.rearm(run, self.fire, next, work) {
+        let open = || core.lifecycle.is_open();
+        match self.shard.rearm(run, self.fire, next, work, open) {
             Ok(wake) => core.reaper.wake_by(wake),
-            Err((run, work)) => {
+            Err(Rearm::Stopped(run, work)) => {
                 // Cancelled while it ran: no further runs. Dropped outside every lock.
                 finish(self.shard, self.fire, run, CANCELLED);
                 drop(work);
             }
+            Err(Rearm::Closing(run, work)) => self.hand_back(run, next, work),
         }
     }
 

@@ -43,6 +43,7 @@
 mod add;
 mod builder;
 mod chunked;
+mod context;
 mod core;
 mod error;
 mod future;
@@ -64,14 +65,17 @@ mod timer;
 mod word;
 
 pub use builder::{MIN_TICK, TimerBuilder};
+pub use context::{TaskContext, WeakTimer};
 pub use error::{AddError, BuildError};
 pub use future::{Interval, Sleep, Timeout, TimeoutError};
-pub use handle::TimerHandle;
+pub use handle::{TaskState, TimerHandle};
 pub use job::{BURST, MAX_CATCH_UP};
+pub use shutdown::{ShutdownOptions, ShutdownReport};
 pub use stats::Stats;
-pub use task::{MisfirePolicy, Task};
+pub use task::{MisfirePolicy, OnceBody, RepeatBody, Task};
 pub use tickwheel_executor::{Executor, InlineExecutor, Job, RayonExecutor};
 pub use tickwheel_reaper::{Clock, Driver, ManualClock, RealClock};
+pub use tickwheel_wheel::ConfigError;
 pub use timer::Timer;
 
 /// The README's examples, compiled and run as doc tests so they cannot rot.

@@ -75,8 +75,27 @@ mod imp {
             guard.0 = Some(self.0.wait(inner).expect("no poisoning in the model"));
         }
 
+        /// Waits, or times out: the model has no time, so it waits.
+        pub(crate) fn wait_until<T>(
+            &self,
+            guard: &mut MutexGuard<'_, T>,
+            _deadline: std::time::Instant,
+        ) -> TimedOut {
+            self.wait(guard);
+            TimedOut(false)
+        }
+
         pub(crate) fn notify_all(&self) {
             self.0.notify_all();
+        }
+    }
+
+    /// `parking_lot`'s wait result, as far as this crate reads it.
+    pub(crate) struct TimedOut(bool);
+
+    impl TimedOut {
+        pub(crate) fn timed_out(&self) -> bool {
+            self.0
         }
     }
 }

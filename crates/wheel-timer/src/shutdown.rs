@@ -1,20 +1,74 @@
 //! Shutdown: refuse adds, stop the tick thread, claim every task that has not started, wait for
-//! the running ones, and hand everything back earliest first.
+//! the running ones (for at most a limit, if given), run the due ones if asked, and hand the rest
+//! back earliest first.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::core::{Core, active};
+use crate::job::next_run;
 use crate::loom::atomic::{Ordering::*, fence};
 use crate::shard::Returned;
-use crate::task::{Task, When, Work};
+use crate::task::{Cadence, Repeat, Task, When, Work};
+
+/// How [`Timer::shutdown_with`](crate::Timer::shutdown_with) stops the timer. The default is
+/// what [`Timer::shutdown`](crate::Timer::shutdown) does: wait for running tasks without a
+/// limit, and hand back every task that has not started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[must_use = "options do nothing until passed to Timer::shutdown_with"]
+pub struct ShutdownOptions {
+    run_due: bool,
+    limit: Option<Duration>,
+}
+
+impl ShutdownOptions {
+    /// The defaults (see the type's docs).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Run the tasks whose deadline has come (on their way to the executor, or in the wheels and
+    /// due by the shutdown's clock reading) instead of handing them back: on the calling thread,
+    /// earliest first, after the running tasks ended (or the limit passed), with adds already
+    /// refused. A due repeating task runs once and comes back with its next deadline. Their
+    /// handles say [`TaskState::Returned`](crate::TaskState::Returned); the runs count in
+    /// `Stats::fired`, not `Stats::returned`.
+    pub fn run_due(mut self, run: bool) -> Self {
+        self.run_due = run;
+        self
+    }
+
+    /// Wait at most `limit` for tasks already running. A task still running then keeps running
+    /// (a thread cannot be stopped from outside): the report counts it in
+    /// [`ShutdownReport::still_running`], and a repeating one is not handed back (it ends after
+    /// its current run).
+    pub fn wait_at_most(mut self, limit: Duration) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+}
+
+/// What [`Timer::shutdown_with`](crate::Timer::shutdown_with) did.
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// Every task that never ran (and was not run by [`ShutdownOptions::run_due`]), earliest
+    /// deadline first, each with its [`deadline`](Task::deadline),
+    /// [`remaining`](Task::remaining) time and [`key`](Task::key).
+    pub tasks: Vec<Task>,
+    /// Due tasks run on the calling thread ([`ShutdownOptions::run_due`]).
+    pub ran_due: usize,
+    /// Tasks still running when the wait limit passed ([`ShutdownOptions::wait_at_most`]).
+    pub still_running: u64,
+}
 
 impl Core {
-    /// See [`Timer::shutdown`](crate::Timer::shutdown). Idempotent: only the first call does
-    /// anything.
-    pub(crate) fn shutdown(self: &Arc<Self>) -> Vec<Task> {
+    /// See [`Timer::shutdown_with`](crate::Timer::shutdown_with). Idempotent: only the first
+    /// call does anything.
+    pub(crate) fn shutdown(self: &Arc<Self>, options: ShutdownOptions) -> ShutdownReport {
+        let limit = options.limit.map(|l| Instant::now().checked_add(l));
         if !self.lifecycle.begin_close() {
-            return Vec::new();
+            return ShutdownReport::default();
         }
         // The other half of the add's handshake (`add.rs`): an add either sees the lifecycle
         // closing or its slot is seen by the scans below.
@@ -30,33 +84,91 @@ impl Core {
             shard.drain(now, &mut back);
         }
         // Running jobs finish; periodic ones hand their task back into `late` as they do. The
-        // jobs of this very thread (a task calling shutdown) are not waited for.
-        self.running.wait_for_others(active::own(self.id));
+        // jobs of this very thread (a task calling shutdown) are not waited for. (A limit too far
+        // ahead for an `Instant` is no limit.)
+        let still_running = self
+            .running
+            .wait_for_others(active::own(self.id), limit.flatten());
         back.extend(self.late.lock().take().unwrap_or_default());
         self.lifecycle.finish_close();
         back.sort_by_key(|r| r.deadline);
-        self.returned.fetch_add(back.len() as u64, Relaxed);
         // Futures are not handed back: they are told, and complete saying so.
         back.retain_mut(|r| match &r.work {
             Work::Wake(waiter, epoch) => {
                 self.panics.run(|| waiter.shut_down(*epoch));
+                self.returned.fetch_add(1, Relaxed);
                 false
             }
             _ => true,
         });
-        back.into_iter()
+        let mut ran_due = 0;
+        if options.run_due {
+            let due = back.partition_point(|r| r.deadline <= now);
+            let mut again = Vec::new();
+            for r in back.drain(..due) {
+                ran_due += 1;
+                again.extend(self.run_at_shutdown(r));
+            }
+            // Repeating tasks come back with their next deadline, in order.
+            back.extend(again);
+            back.sort_by_key(|r| r.deadline);
+        }
+        self.returned.fetch_add(back.len() as u64, Relaxed);
+        let tasks = back
+            .into_iter()
             .map(|r| Task {
-                when: self.when_of(r.deadline),
+                when: When::Returned {
+                    at: self.instant_of(r.deadline),
+                    remaining: Duration::from_nanos(r.deadline.saturating_sub(now)),
+                },
                 work: r.work,
             })
-            .collect()
+            .collect();
+        ShutdownReport {
+            tasks,
+            ran_due,
+            still_running,
+        }
     }
 
-    /// A returned task's deadline as an instant (or "far future" beyond what `Instant` holds).
-    fn when_of(&self, deadline: u64) -> When {
-        match self.origin.checked_add(Duration::from_nanos(deadline)) {
-            Some(at) => When::At(at),
-            None => When::After(Duration::MAX),
+    /// Runs a due task claimed by shutdown, on this thread. A repeating task comes back for its
+    /// next run, unless it stopped itself or would run past the end of time.
+    fn run_at_shutdown(self: &Arc<Self>, r: Returned) -> Option<Returned> {
+        let now = self.clock.now();
+        let late = now.saturating_sub(r.deadline);
+        self.count_run(late);
+        match r.work {
+            Work::Once { f, key } => {
+                let mut cx = self.context(r.deadline, late, 1, key.as_deref());
+                self.panics.run(|| f.into_inner()(&mut cx));
+                None
+            }
+            Work::Every(mut repeat) => {
+                repeat.runs += 1;
+                let Repeat {
+                    f,
+                    runs,
+                    key,
+                    period,
+                    cadence,
+                } = &mut *repeat;
+                let mut cx = self.context(r.deadline, late, *runs, key.as_deref());
+                self.panics.run(|| f.get_mut()(&mut cx));
+                if cx.is_stopped() {
+                    return None;
+                }
+                let period = (*period).max(self.tick_ns);
+                let now = self.clock.now();
+                let next = match *cadence {
+                    Cadence::Rate(policy) => next_run(r.deadline, period, now, policy).0,
+                    Cadence::Delay => now.checked_add(period),
+                };
+                next.map(|deadline| Returned {
+                    deadline,
+                    work: Work::Every(repeat),
+                })
+            }
+            Work::Wake(..) => unreachable!("futures are woken, not run, by shutdown"),
         }
     }
 }

@@ -396,7 +396,7 @@ mod tests {
         let _me = mine.attach().unwrap();
         let slot = Slot::default();
         let v = mine.claim(&slot, 0).unwrap();
-        v.publish(Word::occupied(0, QUEUED, 0), Work::Once(Box::new(|| {})));
+        v.publish(Word::occupied(0, QUEUED, 0), Work::noop());
         slot.transition(0, |_| true, |w| w.with_state(RUNNING));
     }
 
@@ -411,7 +411,7 @@ mod tests {
             s.spawn(|| assert!(mine.claim(&slot, 0).is_none(), "not the owner"));
         });
         let v = mine.claim(&slot, 0).unwrap();
-        v.publish(Word::occupied(0, QUEUED, 0), Work::Once(Box::new(|| {})));
+        v.publish(Word::occupied(0, QUEUED, 0), Work::noop());
         assert!(mine.claim(&slot, 0).is_none(), "occupied");
         mine.detach(me);
     }

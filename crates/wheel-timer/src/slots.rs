@@ -145,7 +145,7 @@ mod tests {
 
     fn publish(v: Vacant<'_>) -> u32 {
         let (i, g) = (v.index, v.generation);
-        v.publish(Word::occupied(g, QUEUED, 0), Work::Once(Box::new(|| {})));
+        v.publish(Word::occupied(g, QUEUED, 0), Work::noop());
         i
     }
 

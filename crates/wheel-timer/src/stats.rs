@@ -21,6 +21,9 @@ pub struct Stats {
     pub panicked: u64,
     /// Tasks handed back by `shutdown`.
     pub returned: u64,
+    /// Repeating tasks and [`Interval`](crate::Interval)s added with a period below the tick,
+    /// which run (tick) at the tick instead: the one rule for sub-tick periods.
+    pub periods_rounded_up: u64,
     /// Periodic runs skipped by [`MisfirePolicy::Skip`](crate::MisfirePolicy::Skip).
     pub skipped: u64,
     /// Median lateness of a run (start minus deadline), to within 1/8 of its value.

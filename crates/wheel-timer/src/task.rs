@@ -1,15 +1,18 @@
-//! `Task`: what to run and when, one-shot or at a fixed rate, and the misfire policy.
+//! `Task`: what to run and when: once, at a fixed rate or with a fixed delay, with an optional key
+//! that names it for persistence, and the context a run can see.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use sync_wrapper::SyncWrapper;
 use tickwheel_reaper::duration_to_ns;
 
+use crate::context::TaskContext;
 use crate::future::Waiter;
-use std::sync::Arc;
 
-/// What a periodic task does when the timer fell behind by a period or more (a stalled machine,
-/// a saturated pool). Runs are on the grid `first + k * period` (fixed rate).
+/// What a fixed-rate task does when the timer fell behind by a period or more (a stalled machine,
+/// a saturated pool). Runs are on the grid `first + k * period`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum MisfirePolicy {
     /// Run once now for all the missed runs, then continue at the next grid point after now.
@@ -22,38 +25,126 @@ pub enum MisfirePolicy {
     CatchUp,
 }
 
+/// When a task is due.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum When {
     After(Duration),
     At(Instant),
     /// At this reading of the timer's clock (the futures, which keep their deadline exactly).
     Clock(u64),
+    /// Handed back by `shutdown`: due at `at`, which was `remaining` after the shutdown's clock
+    /// reading. Added again, it is due at `at`.
+    Returned {
+        at: Instant,
+        remaining: Duration,
+    },
+}
+
+/// How a repeating task's next run is found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Cadence {
+    /// On the grid `first + k * period`, with a policy for runs the timer fell behind on.
+    Rate(MisfirePolicy),
+    /// One period after the end of the previous run.
+    Delay,
+}
+
+/// A user's key for one task (see [`Task::with_key`]); thin, so a slot's cell stays 32 bytes.
+pub(crate) type Key = Option<Box<String>>;
+
+/// A one-shot task's closure. `SyncWrapper` makes a `Task` (and so `AddError`) `Sync`: nothing
+/// reaches the closure through a shared reference.
+pub(crate) type OnceFn = SyncWrapper<Box<dyn FnOnce(&mut TaskContext<'_>) + Send>>;
+
+/// A repeating task's closure (see [`OnceFn`]).
+pub(crate) type RepeatFn = SyncWrapper<Box<dyn FnMut(&mut TaskContext<'_>) + Send>>;
+
+/// A repeating task: boxed, so a slot's cell stays 32 bytes.
+pub(crate) struct Repeat {
+    pub(crate) f: RepeatFn,
+    /// As given, nanoseconds, saturating; zero is refused by `add_or_submit`. Runs use at least
+    /// the tick.
+    pub(crate) period: u64,
+    pub(crate) cadence: Cadence,
+    /// Runs so far (the context's run count).
+    pub(crate) runs: u64,
+    pub(crate) key: Key,
 }
 
 /// The closure of a task and how it repeats: what a slot's cell holds (32 bytes, so a slot stays
 /// one cache line).
 pub(crate) enum Work {
-    Once(Box<dyn FnOnce() + Send>),
-    Every {
-        f: Box<dyn FnMut() + Send>,
-        /// Nanoseconds, saturating; zero is refused by `add_or_submit`.
-        period: u64,
-        policy: MisfirePolicy,
+    Once {
+        f: OnceFn,
+        key: Key,
     },
+    Every(Box<Repeat>),
     /// Wakes a future's arming `epoch`: run where it is handed out, never on the executor, and
     /// never returned by `shutdown` (which wakes it instead).
     Wake(Arc<Waiter>, u64),
 }
 
+/// A closure a one-shot [`Task`] can run: `FnOnce()`, or `FnOnce(&mut TaskContext<'_>)` for a
+/// task that wants to know when it was due or reach its timer. The type parameter only tells the
+/// two apart; write the context's type in the closure (`|cx: &mut TaskContext<'_>| ..`).
+pub trait OnceBody<Args>: Send + 'static {
+    #[doc(hidden)]
+    fn into_once(self) -> Box<dyn FnOnce(&mut TaskContext<'_>) + Send>;
+}
+
+/// A closure a repeating [`Task`] can run: `FnMut()`, or `FnMut(&mut TaskContext<'_>)` for a
+/// task that wants its run count or lateness, or to stop itself
+/// ([`TaskContext::stop`]). See [`OnceBody`].
+pub trait RepeatBody<Args>: Send + 'static {
+    #[doc(hidden)]
+    fn into_repeat(self) -> Box<dyn FnMut(&mut TaskContext<'_>) + Send>;
+}
+
+impl<F: FnOnce() + Send + 'static> OnceBody<()> for F {
+    fn into_once(self) -> Box<dyn FnOnce(&mut TaskContext<'_>) + Send> {
+        Box::new(move |_: &mut TaskContext<'_>| self())
+    }
+}
+
+impl<F: FnOnce(&mut TaskContext<'_>) + Send + 'static> OnceBody<TaskContext<'static>> for F {
+    fn into_once(self) -> Box<dyn FnOnce(&mut TaskContext<'_>) + Send> {
+        Box::new(self)
+    }
+}
+
+impl<F: FnMut() + Send + 'static> RepeatBody<()> for F {
+    fn into_repeat(mut self) -> Box<dyn FnMut(&mut TaskContext<'_>) + Send> {
+        Box::new(move |_: &mut TaskContext<'_>| self())
+    }
+}
+
+impl<F: FnMut(&mut TaskContext<'_>) + Send + 'static> RepeatBody<TaskContext<'static>> for F {
+    fn into_repeat(self) -> Box<dyn FnMut(&mut TaskContext<'_>) + Send> {
+        Box::new(self)
+    }
+}
+
 /// A task for [`Timer::add_or_submit`](crate::Timer::add_or_submit): a closure and when to run it.
+///
+/// `Send + Sync`, so an [`AddError`](crate::AddError) holding one goes through `?` into
+/// `Box<dyn Error + Send + Sync>`.
 ///
 /// ```
 /// use std::time::Duration;
-/// use tickwheel::{MisfirePolicy, Task};
+/// use tickwheel::{MisfirePolicy, Task, TaskContext};
 ///
-/// let once = Task::after(Duration::from_secs(900), || println!("cancel the order"));
+/// let once = Task::after(Duration::from_secs(900), || println!("cancel the order"))
+///     .with_key("order-1234");
 /// let beat = Task::every(Duration::from_secs(30), || println!("heartbeat")).misfire(MisfirePolicy::Skip);
-/// assert!(!once.is_periodic() && beat.is_periodic());
+/// // A repeating task that stops itself after three runs, first run at once.
+/// let three = Task::with_fixed_delay(Duration::from_secs(1), |cx: &mut TaskContext<'_>| {
+///     if cx.run_count() == 3 {
+///         cx.stop();
+///     }
+/// })
+/// .starting_after(Duration::ZERO);
+/// assert!(!once.is_periodic() && beat.is_periodic() && three.is_periodic());
+/// assert_eq!(once.key(), Some("order-1234"));
 /// ```
 #[must_use = "a task does nothing until it is added to a timer"]
 pub struct Task {
@@ -63,54 +154,156 @@ pub struct Task {
 
 impl Task {
     /// Runs `f` once, `delay` after it is added. A huge delay saturates to the far future.
-    pub fn after(delay: Duration, f: impl FnOnce() + Send + 'static) -> Task {
-        Task {
-            when: When::After(delay),
-            work: Work::Once(Box::new(f)),
-        }
+    pub fn after<A>(delay: Duration, f: impl OnceBody<A>) -> Task {
+        Task::once(When::After(delay), f)
     }
 
     /// Runs `f` once at `deadline`; a deadline already passed runs at once.
-    pub fn at(deadline: Instant, f: impl FnOnce() + Send + 'static) -> Task {
-        Task {
-            when: When::At(deadline),
-            work: Work::Once(Box::new(f)),
-        }
+    ///
+    /// The instant is read on the timer's clock: on a [`ManualClock`](crate::ManualClock), take it
+    /// from [`Timer::now`](crate::Timer::now) (`timer.now() + delay`), not from `Instant::now()`,
+    /// which keeps moving with real time while the manual clock does not.
+    pub fn at<A>(deadline: Instant, f: impl OnceBody<A>) -> Task {
+        Task::once(When::At(deadline), f)
     }
 
-    /// Runs `f` every `period` at a fixed rate, the first time one period after it is added,
-    /// until cancelled. See [`misfire`](Self::misfire) for what happens when the timer falls
-    /// behind.
-    pub fn every(period: Duration, f: impl FnMut() + Send + 'static) -> Task {
+    fn once<A>(when: When, f: impl OnceBody<A>) -> Task {
         Task {
-            when: When::After(period),
-            work: Work::Every {
-                f: Box::new(f),
-                period: duration_to_ns(period),
-                policy: MisfirePolicy::default(),
+            when,
+            work: Work::Once {
+                f: SyncWrapper::new(f.into_once()),
+                key: None,
             },
         }
     }
 
-    /// Sets the misfire policy of a periodic task (no effect on a one-shot task).
+    /// Runs `f` every `period` at a fixed rate: the first run one period after the add (or as
+    /// [`starting_after`](Self::starting_after) / [`starting_at`](Self::starting_at) say), then on
+    /// the grid `first + k * period`, until cancelled or stopped
+    /// ([`TaskContext::stop`]). See [`misfire`](Self::misfire) for what happens when the timer
+    /// falls behind.
+    ///
+    /// A period below the timer's tick runs at the tick (the wheel cannot tell instants within a
+    /// tick apart); such tasks are counted in
+    /// [`Stats::periods_rounded_up`](crate::Stats::periods_rounded_up). A zero period is refused
+    /// by `add_or_submit` ([`AddError::ZeroPeriod`](crate::AddError::ZeroPeriod)).
+    pub fn every<A>(period: Duration, f: impl RepeatBody<A>) -> Task {
+        Task::repeat(period, Cadence::Rate(MisfirePolicy::default()), f)
+    }
+
+    /// Runs `f` repeatedly, each run `delay` after the previous one ended (as the JDK's
+    /// `scheduleWithFixedDelay`): a slow run pushes the later ones back instead of piling them
+    /// up. The first run is `delay` after the add unless
+    /// [`starting_after`](Self::starting_after) / [`starting_at`](Self::starting_at) say
+    /// otherwise. A delay below the tick is rounded up to the tick and a zero delay is refused,
+    /// as for [`every`](Self::every).
+    pub fn with_fixed_delay<A>(delay: Duration, f: impl RepeatBody<A>) -> Task {
+        Task::repeat(delay, Cadence::Delay, f)
+    }
+
+    fn repeat<A>(period: Duration, cadence: Cadence, f: impl RepeatBody<A>) -> Task {
+        Task {
+            when: When::After(period),
+            work: Work::Every(Box::new(Repeat {
+                f: SyncWrapper::new(f.into_repeat()),
+                period: duration_to_ns(period),
+                cadence,
+                runs: 0,
+                key: None,
+            })),
+        }
+    }
+
+    /// The first run `delay` after the add (for a one-shot task: its only run).
+    pub fn starting_after(mut self, delay: Duration) -> Task {
+        self.when = When::After(delay);
+        self
+    }
+
+    /// The first run at `start` (for a one-shot task: its only run). A fixed-rate task's grid
+    /// starts there.
+    pub fn starting_at(mut self, start: Instant) -> Task {
+        self.when = When::At(start);
+        self
+    }
+
+    /// Sets the misfire policy of a fixed-rate task (no effect on other tasks).
     pub fn misfire(mut self, policy: MisfirePolicy) -> Task {
-        if let Work::Every { policy: p, .. } = &mut self.work {
+        if let Work::Every(r) = &mut self.work
+            && let Cadence::Rate(p) = &mut r.cadence
+        {
             *p = policy;
         }
         self
     }
 
-    /// True for tasks made with [`every`](Self::every).
+    /// Names this task with the user's key (an order id, a lease name): it comes back with the
+    /// task from [`Timer::shutdown`](crate::Timer::shutdown), with the task's deadline, so
+    /// pending work can be persisted and added again after a restart. The timer never reads it.
+    pub fn with_key(mut self, key: impl Into<String>) -> Task {
+        let key = Some(Box::new(key.into()));
+        match &mut self.work {
+            Work::Once { key: k, .. } => *k = key,
+            Work::Every(r) => r.key = key,
+            Work::Wake(..) => {}
+        }
+        self
+    }
+
+    /// The key given with [`with_key`](Self::with_key).
+    pub fn key(&self) -> Option<&str> {
+        match &self.work {
+            Work::Once { key, .. } => key.as_deref().map(String::as_str),
+            Work::Every(r) => r.key.as_deref().map(String::as_str),
+            Work::Wake(..) => None,
+        }
+    }
+
+    /// The instant the task is due, if it is fixed: a task made with [`at`](Self::at) or
+    /// [`starting_at`](Self::starting_at), or handed back by
+    /// [`Timer::shutdown`](crate::Timer::shutdown) (its next run). `None` for a delay not yet
+    /// anchored by an add.
+    pub fn deadline(&self) -> Option<Instant> {
+        match self.when {
+            When::At(at) | When::Returned { at, .. } => Some(at),
+            When::After(_) | When::Clock(_) => None,
+        }
+    }
+
+    /// How long until the task is due: its delay, or for a task handed back by
+    /// [`Timer::shutdown`](crate::Timer::shutdown), the time from the shutdown to its next run
+    /// on the timer's clock (zero if it was due). Store this (as a wall-clock deadline:
+    /// `SystemTime::now() + remaining`) to persist the task across a restart: an `Instant`
+    /// means nothing in another process. `None` for a task made with [`at`](Self::at).
+    pub fn remaining(&self) -> Option<Duration> {
+        match self.when {
+            When::After(d) | When::Returned { remaining: d, .. } => Some(d),
+            When::At(_) | When::Clock(_) => None,
+        }
+    }
+
+    /// True for tasks made with [`every`](Self::every) or
+    /// [`with_fixed_delay`](Self::with_fixed_delay).
     pub fn is_periodic(&self) -> bool {
-        matches!(self.work, Work::Every { .. })
+        matches!(self.work, Work::Every(_))
     }
 
     /// Runs the task's closure once on this thread, consuming the task: for a task handed back
-    /// by [`Timer::shutdown`](crate::Timer::shutdown) or an [`AddError`](crate::AddError).
+    /// by [`Timer::shutdown`](crate::Timer::shutdown) or an [`AddError`](crate::AddError). Its
+    /// context has no timer, and is scheduled for now (or the deadline, if the task has one).
     pub fn run(self) {
+        let scheduled = self.deadline().unwrap_or_else(Instant::now);
+        let late = Instant::now().saturating_duration_since(scheduled);
         match self.work {
-            Work::Once(f) => f(),
-            Work::Every { mut f, .. } => f(),
+            Work::Once { f, key } => {
+                let mut cx = TaskContext::new(None, scheduled, late, 1, key.as_deref());
+                f.into_inner()(&mut cx);
+            }
+            Work::Every(r) => {
+                let Repeat { f, runs, key, .. } = *r;
+                let mut cx = TaskContext::new(None, scheduled, late, runs + 1, key.as_deref());
+                f.into_inner()(&mut cx);
+            }
             Work::Wake(waiter, epoch) => waiter.fire(epoch),
         }
     }
@@ -120,12 +313,28 @@ impl fmt::Debug for Task {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("Task");
         match &self.work {
-            Work::Once(_) => d.field("kind", &"once"),
-            Work::Every { period, policy, .. } => d
-                .field("every", &Duration::from_nanos(*period))
-                .field("misfire", policy),
+            Work::Once { .. } => d.field("kind", &"once"),
+            Work::Every(r) => match r.cadence {
+                Cadence::Rate(policy) => d
+                    .field("every", &Duration::from_nanos(r.period))
+                    .field("misfire", &policy),
+                Cadence::Delay => d.field("fixed_delay", &Duration::from_nanos(r.period)),
+            },
             Work::Wake(..) => d.field("kind", &"wakes a future"),
         };
-        d.finish_non_exhaustive()
+        if let Some(key) = self.key() {
+            d.field("key", &key);
+        }
+        d.field("deadline", &self.deadline())
+            .field("remaining", &self.remaining())
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+impl Work {
+    /// A one-shot task that does nothing.
+    pub(crate) fn noop() -> Work {
+        Task::after(Duration::ZERO, || {}).work
     }
 }

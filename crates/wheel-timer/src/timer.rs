@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use tickwheel_reaper::Due;
 
 use crate::builder::TimerBuilder;
+use crate::context::WeakTimer;
 use crate::core::Core;
 use crate::error::{AddError, BuildError};
 use crate::future::{Interval, Sleep, Timeout};
@@ -16,6 +17,7 @@ use crate::handle::TimerHandle;
 use crate::local;
 use crate::loom::atomic::Ordering::Relaxed;
 use crate::shard::Fire;
+use crate::shutdown::{ShutdownOptions, ShutdownReport};
 use crate::stats::Stats;
 use crate::task::{Task, Work};
 
@@ -39,7 +41,11 @@ use crate::task::{Task, Work};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
-/// Dropping the timer shuts it down (the tasks that never ran are dropped).
+/// Dropping the timer shuts it down as [`shutdown`](Self::shutdown) does: it waits for the tasks
+/// running now, and the tasks that never ran (due ones on their way to the executor included)
+/// go to the [`on_drop`](crate::TimerBuilder::on_drop) hook if the builder set one, and are
+/// dropped otherwise. To keep them without a hook, call `shutdown` (or
+/// [`shutdown_with`](Self::shutdown_with)) before the drop.
 pub struct Timer {
     core: Arc<Core>,
 }
@@ -98,14 +104,33 @@ impl Timer {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn add_or_submit(&self, task: Task) -> Result<TimerHandle, AddError> {
-        if let Work::Every { period: 0, .. } = task.work {
-            return Err(AddError::ZeroPeriod(task));
-        }
-        let core = &self.core;
-        if !core.lifecycle.is_open() {
-            return Err(AddError::Shutdown(task));
-        }
-        crate::add::add(core, local::lease(core), task)
+        add_to(&self.core, task)
+    }
+
+    /// A reference to this timer that does not keep it alive (for tasks that add tasks: see
+    /// [`WeakTimer`]).
+    pub fn downgrade(&self) -> WeakTimer {
+        WeakTimer::new(&self.core)
+    }
+
+    /// The timer's clock as an instant: `Instant::now()` on the real clock; on a
+    /// [`ManualClock`](crate::ManualClock), the instant its reading stands for, which moves only
+    /// with the clock. Use it for [`Task::at`] and [`TimerHandle::reschedule_at`] instants, so
+    /// tests on a manual clock stay exact.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tickwheel::{ManualClock, Timer};
+    ///
+    /// let clock = ManualClock::new();
+    /// let timer = Timer::builder().clock(clock.clone()).build()?;
+    /// let start = timer.now();
+    /// clock.advance(Duration::from_secs(15 * 60));
+    /// assert_eq!(timer.now() - start, Duration::from_secs(15 * 60));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn now(&self) -> Instant {
+        self.core.instant_of(self.core.clock.now())
     }
 
     /// Tasks waiting for their deadline: added (or re-armed) and not yet handed to the executor,
@@ -147,6 +172,7 @@ impl Timer {
         s.panicked = core.panics.count();
         s.returned = core.returned.load(Relaxed);
         s.skipped = core.skipped.load(Relaxed);
+        s.periods_rounded_up = core.rounded.load(Relaxed);
         s.lateness_p50 = Duration::from_nanos(p50);
         s.lateness_p99 = Duration::from_nanos(p99);
         s.lateness_max = Duration::from_nanos(max);
@@ -230,7 +256,67 @@ impl Timer {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn shutdown(&self) -> Vec<Task> {
-        self.core.shutdown()
+        self.core.shutdown(ShutdownOptions::new()).tasks
+    }
+
+    /// [`shutdown`](Self::shutdown) with options: a limit on the wait for running tasks, and
+    /// running the due tasks instead of handing them back. Returns what it did.
+    ///
+    /// To persist pending work across a restart, give tasks a key ([`Task::with_key`]) and
+    /// store each returned task's key with its wall-clock deadline:
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use tickwheel::{ShutdownOptions, Task, Timer};
+    ///
+    /// let timer = Timer::new()?;
+    /// timer.add_or_submit(Task::after(Duration::from_secs(900), || {}).with_key("order-42"))?;
+    /// let report = timer.shutdown_with(ShutdownOptions::new().wait_at_most(Duration::from_secs(5)));
+    /// assert_eq!(report.still_running, 0);
+    /// let saved: Vec<(String, SystemTime)> = report
+    ///     .tasks
+    ///     .iter()
+    ///     .filter_map(|t| Some((t.key()?.to_owned(), SystemTime::now() + t.remaining()?)))
+    ///     .collect();
+    /// assert_eq!(saved[0].0, "order-42");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn shutdown_with(&self, options: ShutdownOptions) -> ShutdownReport {
+        self.core.shutdown(options)
+    }
+
+    /// Waits until every task handed to the executor so far has finished running (or was
+    /// discarded by the executor). With a [`ManualClock`](crate::ManualClock), whose `advance`
+    /// returns once every due task has been handed out, `advance` then `wait_idle` means every
+    /// task due by then has run: assert right after it, on any executor.
+    ///
+    /// Called from inside one of this timer's tasks, it does not wait for that task. A
+    /// `CatchUp` task more than [`BURST`](crate::BURST) runs behind goes back to the tick thread
+    /// between turns, and is handed out again after this returns.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::time::Duration;
+    /// use tickwheel::{ManualClock, Task, Timer};
+    ///
+    /// let clock = ManualClock::new();
+    /// let timer = Timer::builder().clock(clock.clone()).build()?; // the default rayon pool
+    /// let runs = Arc::new(AtomicUsize::new(0));
+    /// for i in 0..100 {
+    ///     let runs = runs.clone();
+    ///     timer.add_or_submit(Task::after(Duration::from_millis(i), move || {
+    ///         runs.fetch_add(1, Ordering::SeqCst);
+    ///     }))?;
+    /// }
+    /// clock.advance(Duration::from_millis(100));
+    /// timer.wait_idle();
+    /// assert_eq!(runs.load(Ordering::SeqCst), 100);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn wait_idle(&self) {
+        let core = &self.core;
+        core.running.wait_idle(crate::core::active::own(core.id));
     }
 
     /// Bytes of memory the timer holds for its tasks, besides the tasks' own closures: every
@@ -248,7 +334,15 @@ impl Timer {
 
 impl Drop for Timer {
     fn drop(&mut self) {
-        drop(self.core.shutdown());
+        let report = self.core.shutdown(ShutdownOptions::new());
+        let hook = self.core.on_drop.lock().take();
+        match hook {
+            Some(hook) => {
+                let tasks = report.tasks;
+                self.core.panics.run(move || hook(tasks));
+            }
+            None => drop(report),
+        }
     }
 }
 
@@ -259,4 +353,20 @@ impl fmt::Debug for Timer {
             .field("shut_down", &!self.core.lifecycle.is_open())
             .finish_non_exhaustive()
     }
+}
+
+/// `add_or_submit` on `core`: refuses a zero period and a timer shut down, then adds.
+pub(crate) fn add_to(core: &Arc<Core>, task: Task) -> Result<TimerHandle, AddError> {
+    if let Work::Every(r) = &task.work {
+        if r.period == 0 {
+            return Err(AddError::ZeroPeriod(task));
+        }
+        if r.period < core.tick_ns {
+            core.rounded.fetch_add(1, Relaxed);
+        }
+    }
+    if !core.lifecycle.is_open() {
+        return Err(AddError::Shutdown(task));
+    }
+    crate::add::add(core, local::lease(core), task)
 }

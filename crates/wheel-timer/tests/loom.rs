@@ -335,6 +335,28 @@ fn periodic_rearm_races_cancel() {
     });
 }
 
+/// A periodic task's job re-arms it while `shutdown` runs on another thread: the task comes back
+/// from `shutdown` exactly once (claimed before the re-arm, or handed back by its job), never
+/// stranded in a wheel nobody drains again. (The job runs on the adding thread: the task is due
+/// at once and the executor is inline.) Found by the stress test, 2026-11-22.
+#[test]
+fn periodic_rearm_races_shutdown() {
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let timer = Arc::new(manual(&clock));
+        let runs = Arc::new(AtomicUsize::new(0));
+        let (t, every) = (timer.clone(), counting(&runs));
+        let adder = loom::thread::spawn(move || {
+            t.add_or_submit(Task::every(MS, every).starting_after(Duration::ZERO))
+                .is_ok()
+        });
+        let back = timer.shutdown();
+        let added = adder.join().unwrap();
+        assert_eq!(back.len(), usize::from(added), "returned once if added");
+        assert!(runs.load(SeqCst) <= 1);
+    });
+}
+
 /// The last handle is dropped on another thread while the task fires: the slot is given back
 /// once, and the next add (which may reuse it) works.
 #[test]

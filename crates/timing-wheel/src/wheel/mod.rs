@@ -76,7 +76,7 @@ mod check;
 #[cfg(test)]
 mod tests;
 
-use crate::error::ConfigError;
+use crate::error::{AlreadyDue, ConfigError};
 use crate::occupancy::Occupancy;
 use crate::slab::Slab;
 use crate::time::{due_tick, reached_tick, tick_to_time};
@@ -286,15 +286,20 @@ impl<T> TimingWheel<T> {
 
     /// Adds `item`, due at `deadline`. O(1).
     ///
-    /// Returns the item back as `Err(item)` when `deadline <= now()`: it is already due, and the
-    /// caller runs it at once (this is what `add_or_submit` does).
+    /// Refuses the item when `deadline <= now()`: it is already due. The error hands it back
+    /// ([`AlreadyDue::into_item`]), and the caller runs it at once (this is what the timer
+    /// service does).
     ///
     /// # Panics
     ///
     /// Only if more than `u32::MAX - 1` entries are pending at once, which needs over 128 GiB.
-    pub fn insert(&mut self, deadline: u64, item: T) -> Result<TimerId, T> {
+    pub fn insert(&mut self, deadline: u64, item: T) -> Result<TimerId, AlreadyDue<T>> {
         if deadline <= self.now {
-            return Err(item);
+            return Err(AlreadyDue {
+                item,
+                deadline,
+                now: self.now,
+            });
         }
         let due = due_tick(deadline, self.tick);
         let (slot, generation, stamp) = self.slab.insert(due, item);

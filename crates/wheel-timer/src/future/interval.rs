@@ -60,6 +60,9 @@ impl Interval {
     /// First tick at clock time `start`, then every `period` ns.
     pub(crate) fn new(sleep: Sleep, period: u64) -> Interval {
         let tick = sleep.core().tick_ns;
+        if period < tick {
+            sleep.core().rounded.fetch_add(1, Relaxed);
+        }
         Interval {
             sleep,
             period: period.max(tick),

@@ -108,7 +108,7 @@ impl Sleep {
         self.deadline = deadline;
         if self.waiter.outcome(self.epoch).is_none()
             && let Some(h) = &self.handle
-            && h.reschedule_at(deadline)
+            && h.reschedule_at_ns(deadline)
         {
             return;
         }

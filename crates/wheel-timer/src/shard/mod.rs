@@ -29,6 +29,7 @@ use tickwheel_reaper::Due;
 use tickwheel_wheel::{TimerId, TimingWheel};
 
 mod moves;
+pub(crate) use moves::Rearm;
 mod stamp;
 
 use crate::core::Core;

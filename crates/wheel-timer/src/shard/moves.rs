@@ -159,22 +159,30 @@ impl Shard {
     /// Puts a periodic task back for its run at `next` (from its job, through its hold on the
     /// task): into the wheel, or, if the wheel's clock has passed `next`, onto the list the tick
     /// thread hands out first at its next turn (so a task that is always behind takes turns with
-    /// the other due tasks instead of re-queuing itself on the pool's local queue). Fails,
-    /// handing back the hold and the work, if a cancel asked the task to stop. Returns the time
-    /// the tick thread must wake by.
+    /// the other due tasks instead of re-queuing itself on the pool's local queue). Returns the
+    /// time the tick thread must wake by. Fails, handing back the hold and the work, if a cancel
+    /// asked the task to stop, or if `open()` says shutdown has begun: that is read under the
+    /// shard lock, and shutdown drains each shard under it after it closed, so a task is either
+    /// filed before the drain (which claims it) or handed back by its job, never left in a
+    /// wheel nobody drains again.
     pub(crate) fn rearm<'a>(
         &self,
         run: Run<'a>,
         fire: Fire,
         next: u64,
         work: Work,
-    ) -> Result<u64, (Run<'a>, Work)> {
+        open: impl FnOnce() -> bool,
+    ) -> Result<u64, Rearm<'a>> {
         let s = run.slot();
         let mut locked = self.locked.lock();
+        if !open() {
+            return Err(Rearm::Closing(run, work));
+        }
         let to_due = next <= locked.wheel.now();
         s.deadline.store(next, Relaxed);
         s.meant.store(next, Relaxed);
-        run.park(work, if to_due { DUE } else { WAITING })?;
+        run.park(work, if to_due { DUE } else { WAITING })
+            .map_err(|(run, work)| Rearm::Stopped(run, work))?;
         if to_due {
             locked
                 .overdue
@@ -191,4 +199,12 @@ impl Shard {
         bump(&self.in_lock.entered);
         Ok(self.lower_next_wake(&locked))
     }
+}
+
+/// Why [`Shard::rearm`] did not put a periodic task back: the job keeps its hold and the work.
+pub(crate) enum Rearm<'a> {
+    /// A cancel asked it to stop.
+    Stopped(Run<'a>, Work),
+    /// Shutdown has begun: the task goes back to its caller.
+    Closing(Run<'a>, Work),
 }

@@ -33,6 +33,38 @@ impl Shard {
         next
     }
 
+    /// The deadline of the waiting task in slot `i` of `generation`, stamping it (and the ring
+    /// with it) first if it has none yet. `None` if the task is not waiting. Tasks found due on
+    /// the way are appended to `due`; the tick thread's `next_wake` is kept.
+    pub(crate) fn deadline_of(
+        &self,
+        i: u32,
+        generation: u32,
+        clock: &dyn Clock,
+        due: &mut Vec<Due<Fire>>,
+    ) -> Option<u64> {
+        let s = self.slots.get(i);
+        let unstamped = |w: Word| w.is(generation, QUEUED) && !w.has(STAMPED);
+        if unstamped(s.word()) {
+            let mut locked = self.locked.lock();
+            if unstamped(s.word()) {
+                let now = clock.now();
+                let drained = self.drain_ring(&mut locked, clock, due);
+                self.publish_next_wake(&locked, now, drained);
+            }
+        }
+        loop {
+            let w = s.word();
+            if w.generation() != generation || !matches!(w.state(), QUEUED | WAITING | DUE) {
+                return None;
+            }
+            let deadline = s.deadline.load(Acquire);
+            if s.word() == w {
+                return Some(deadline);
+            }
+        }
+    }
+
     /// Takes every record out of the ring and files each still-`QUEUED` task: into the wheel, or
     /// into `due` if the wheel's clock has passed its deadline. Unstamped deadlines are stamped
     /// from a clock reading taken after the ring's tail was read, so after every add it drains.

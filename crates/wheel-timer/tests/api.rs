@@ -1,0 +1,583 @@
+//! What users of a timer expect from its API (issue 12): fixed-delay repeats, a first run apart
+//! from the period, tasks that know their context and stop themselves, handles that tell their
+//! deadline and why they said no, `Timer::now` and `wait_idle` for exact tests on any executor,
+//! shutdown with a limit / running due tasks / a drop hook, keys that survive a restart, and
+//! errors that go through `?`. Timing is on the manual clock, exact.
+
+mod support;
+
+use std::error::Error;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use support::{MS, SEC, manual};
+use tickwheel::{
+    AddError, BuildError, Clock, ConfigError, Executor, Job, ManualClock, ShutdownOptions, Task,
+    TaskContext, TaskState, Timer,
+};
+
+/// A timer on `clock` with a real rayon pool of `threads`.
+fn pooled(clock: &ManualClock, threads: usize) -> Timer {
+    Timer::builder()
+        .clock(clock.clone())
+        .threads(threads)
+        .build()
+        .unwrap()
+}
+
+/// Readings of the manual clock at which something happened.
+#[derive(Clone, Default)]
+struct Log(Arc<Mutex<Vec<Duration>>>);
+
+impl Log {
+    fn push(&self, at: Duration) {
+        self.0.lock().unwrap().push(at);
+    }
+    fn get(&self) -> Vec<Duration> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// Moves `clock` one step at a time up to `until`, letting every due task finish after each.
+fn walk(clock: &ManualClock, timer: &Timer, step: Duration, until: Duration) {
+    while clock.elapsed() < until {
+        clock.advance(step);
+        timer.wait_idle();
+    }
+}
+
+#[test]
+fn fixed_delay_counts_from_the_end_of_a_slow_run() {
+    let clock = ManualClock::new();
+    let timer = pooled(&clock, 2);
+    let starts = Log::default();
+    let (log, c) = (starts.clone(), clock.clone());
+    timer
+        .add_or_submit(Task::with_fixed_delay(10 * SEC, move || {
+            log.push(c.elapsed());
+            c.advance(3 * SEC); // a run that takes 3 s of the timer's clock
+        }))
+        .unwrap();
+    walk(&clock, &timer, SEC, 50 * SEC);
+    assert_eq!(starts.get(), [10, 23, 36, 49].map(Duration::from_secs));
+    assert_eq!(timer.stats().lateness_max, Duration::ZERO);
+}
+
+#[test]
+fn fixed_rate_keeps_its_grid_under_the_same_slow_run() {
+    let clock = ManualClock::new();
+    let timer = pooled(&clock, 2);
+    let starts = Log::default();
+    let (log, c) = (starts.clone(), clock.clone());
+    timer
+        .add_or_submit(Task::every(10 * SEC, move || {
+            log.push(c.elapsed());
+            c.advance(3 * SEC);
+        }))
+        .unwrap();
+    walk(&clock, &timer, SEC, 45 * SEC);
+    assert_eq!(starts.get(), [10, 20, 30, 40].map(Duration::from_secs));
+}
+
+#[test]
+fn the_first_run_can_differ_from_the_period() {
+    let (clock, timer) = manual();
+    let (after, at, delay) = (Log::default(), Log::default(), Log::default());
+    type Make = fn(Duration, Box<dyn FnMut() + Send>) -> Task;
+    let add = |log: &Log, task: Make, first: &dyn Fn(Task) -> Task| {
+        let (log, c) = (log.clone(), clock.clone());
+        let f: Box<dyn FnMut() + Send> = Box::new(move || log.push(c.elapsed()));
+        timer.add_or_submit(first(task(10 * SEC, f))).unwrap()
+    };
+    add(&after, Task::every, &|t| t.starting_after(SEC));
+    let start = timer.now() + 5 * SEC;
+    add(&at, Task::every, &|t| t.starting_at(start));
+    add(&delay, Task::with_fixed_delay, &|t| {
+        t.starting_after(Duration::ZERO)
+    });
+    walk(&clock, &timer, SEC, 25 * SEC);
+    assert_eq!(after.get(), [1, 11, 21].map(Duration::from_secs));
+    assert_eq!(at.get(), [5, 15, 25].map(Duration::from_secs));
+    assert_eq!(delay.get(), [0, 10, 20].map(Duration::from_secs));
+}
+
+#[test]
+fn a_repeating_task_stops_itself_and_knows_its_context() {
+    let (clock, timer) = manual();
+    let origin = timer.now();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let h = timer
+        .add_or_submit(
+            Task::every(10 * SEC, move |cx: &mut TaskContext<'_>| {
+                s.lock().unwrap().push((
+                    cx.scheduled() - origin,
+                    cx.lateness(),
+                    cx.run_count(),
+                    cx.key().map(str::to_owned),
+                ));
+                if cx.run_count() == 3 {
+                    cx.stop();
+                }
+            })
+            .with_key("lease-7"),
+        )
+        .unwrap();
+    walk(&clock, &timer, SEC, 25 * SEC);
+    clock.advance(100 * SEC); // one jump: the third run is 95 s late, then it stops
+    let key = Some("lease-7".to_owned());
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            (10 * SEC, Duration::ZERO, 1, key.clone()),
+            (20 * SEC, Duration::ZERO, 2, key.clone()),
+            (30 * SEC, 95 * SEC, 3, key),
+        ]
+    );
+    assert_eq!(h.state(), TaskState::Done);
+    assert!(h.is_done() && !h.is_cancelled() && !h.cancel());
+    assert_eq!((timer.pending(), timer.stats().fired), (0, 3));
+}
+
+#[test]
+fn a_task_adds_a_follow_up_through_a_weak_timer_that_does_not_keep_it_alive() {
+    let (clock, timer) = manual();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    timer
+        .add_or_submit(Task::after(SEC, move |cx: &mut TaskContext<'_>| {
+            let r = r.clone();
+            cx.timer()
+                .add_or_submit(Task::after(SEC, move || {
+                    r.fetch_add(1, SeqCst);
+                }))
+                .unwrap();
+        }))
+        .unwrap();
+    clock.advance(SEC);
+    assert_eq!(runs.load(SeqCst), 0);
+    clock.advance(SEC);
+    assert_eq!(runs.load(SeqCst), 1);
+    let weak = timer.downgrade();
+    assert_eq!(weak.now(), Some(timer.now()));
+    drop(timer);
+    assert!(weak.is_shut_down() && weak.now().is_none());
+    let refused = weak.add_or_submit(Task::after(SEC, || {})).unwrap_err();
+    assert!(matches!(refused, AddError::Shutdown(_)));
+}
+
+#[test]
+fn a_task_run_by_hand_has_a_context_without_a_timer() {
+    let seen = Arc::new(Mutex::new(None));
+    let s = seen.clone();
+    Task::after(SEC, move |cx: &mut TaskContext<'_>| {
+        *s.lock().unwrap() = Some((cx.run_count(), cx.timer().is_shut_down()));
+    })
+    .run();
+    assert_eq!(*seen.lock().unwrap(), Some((1, true)));
+}
+
+#[test]
+fn a_period_below_the_tick_runs_at_the_tick_and_is_counted() {
+    let (clock, timer) = manual();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    timer
+        .add_or_submit(Task::every(Duration::from_micros(100), move || {
+            r.fetch_add(1, SeqCst);
+        }))
+        .unwrap();
+    timer
+        .add_or_submit(Task::with_fixed_delay(Duration::from_micros(1), || {}))
+        .unwrap();
+    let _every_ms = timer.interval(Duration::from_micros(10));
+    walk(&clock, &timer, MS, SEC);
+    assert_eq!(runs.load(SeqCst), 1000, "one run per 1 ms tick");
+    assert_eq!(timer.stats().periods_rounded_up, 3);
+    for zero in [
+        Task::every(Duration::ZERO, || {}),
+        Task::with_fixed_delay(Duration::ZERO, || {}),
+    ] {
+        let e = timer.add_or_submit(zero).unwrap_err();
+        assert!(matches!(e, AddError::ZeroPeriod(_)), "{e:?}");
+        assert!(e.into_task().is_periodic(), "handed back");
+    }
+}
+
+#[test]
+fn a_handle_tells_its_deadline_and_why_it_said_no() {
+    let (clock, timer) = manual();
+    let start = timer.now();
+    let h = timer.add_or_submit(Task::after(60 * SEC, || {})).unwrap();
+    assert_eq!(h.deadline(), Some(start + 60 * SEC));
+    clock.advance(20 * SEC);
+    assert_eq!(h.remaining(), Some(40 * SEC));
+    assert_eq!(h.state(), TaskState::Waiting);
+    assert!(h.reschedule_at(timer.now() + 5 * SEC));
+    assert_eq!(h.deadline(), Some(start + 25 * SEC));
+    clock.advance(5 * SEC);
+    assert_eq!(
+        (h.state(), h.deadline(), h.remaining()),
+        (TaskState::Done, None, None)
+    );
+    assert!(!h.cancel() && !h.reschedule(SEC), "it ran");
+
+    let c = timer.add_or_submit(Task::after(SEC, || {})).unwrap();
+    assert!(c.cancel());
+    assert!(!c.cancel() && !c.reschedule(SEC));
+    assert_eq!(c.state(), TaskState::Cancelled);
+
+    let r = timer.add_or_submit(Task::after(SEC, || {})).unwrap();
+    assert_eq!(timer.shutdown().len(), 1);
+    assert!(!r.cancel() && !r.reschedule(SEC));
+    assert_eq!(r.state(), TaskState::Returned);
+}
+
+#[test]
+fn a_long_delay_is_stamped_when_its_deadline_is_asked_for_and_is_never_early() {
+    // The real clock: long delays are stamped in batches, so asking stamps on demand.
+    let timer = Timer::new().unwrap();
+    let before = timer.now();
+    let h = timer.add_or_submit(Task::after(3600 * SEC, || {})).unwrap();
+    let deadline = h.deadline().expect("waiting");
+    assert!(deadline >= before + 3600 * SEC, "never earlier than asked");
+    assert!(deadline <= timer.now() + 3600 * SEC);
+    assert_eq!(h.deadline(), Some(deadline), "stamped once");
+    assert!(h.remaining().unwrap() <= 3600 * SEC);
+}
+
+#[test]
+fn a_repeating_task_rescheduled_moves_its_grid() {
+    let (clock, timer) = manual();
+    let starts = Log::default();
+    let (log, c) = (starts.clone(), clock.clone());
+    let h = timer
+        .add_or_submit(Task::every(10 * SEC, move || log.push(c.elapsed())))
+        .unwrap();
+    walk(&clock, &timer, SEC, 12 * SEC);
+    assert!(h.reschedule(3 * SEC)); // next run at 15 instead of 20
+    walk(&clock, &timer, SEC, 32 * SEC);
+    assert_eq!(starts.get(), [10, 15, 25].map(Duration::from_secs));
+}
+
+#[test]
+fn task_at_an_instant_from_timer_now_is_exact_on_a_manual_clock() {
+    let (clock, timer) = manual();
+    std::thread::sleep(5 * MS); // real time passes; the manual clock does not move
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    timer
+        .add_or_submit(Task::at(timer.now() + 15 * 60 * SEC, move || {
+            r.fetch_add(1, SeqCst);
+        }))
+        .unwrap();
+    clock.advance(15 * 60 * SEC - MS);
+    assert_eq!(runs.load(SeqCst), 0);
+    clock.advance(MS);
+    assert_eq!(runs.load(SeqCst), 1);
+}
+
+#[test]
+fn wait_idle_makes_asserts_after_advance_exact_on_the_rayon_pool() {
+    let clock = ManualClock::new();
+    let timer = Timer::builder().clock(clock.clone()).build().unwrap(); // the default pool
+    let runs = Arc::new(AtomicUsize::new(0));
+    for round in 1..=1000 {
+        for _ in 0..4 {
+            let r = runs.clone();
+            timer
+                .add_or_submit(Task::after(MS, move || {
+                    r.fetch_add(1, SeqCst);
+                }))
+                .unwrap();
+        }
+        clock.advance(MS);
+        timer.wait_idle();
+        assert_eq!(runs.load(SeqCst), 4 * round, "round {round}");
+    }
+}
+
+#[test]
+fn wait_idle_inside_a_task_does_not_wait_for_itself() {
+    let clock = ManualClock::new();
+    let timer = Arc::new(pooled(&clock, 1));
+    let (tx, rx) = mpsc::channel();
+    let weak = Arc::downgrade(&timer);
+    timer
+        .add_or_submit(Task::after(MS, move || {
+            if let Some(t) = weak.upgrade() {
+                t.wait_idle();
+            }
+            tx.send(()).unwrap();
+        }))
+        .unwrap();
+    clock.advance(MS);
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("no deadlock");
+    timer.wait_idle();
+}
+
+/// An executor that keeps jobs without running them: due tasks stay on their way.
+#[derive(Default)]
+struct Stalled(Mutex<Vec<Job>>);
+
+impl Executor for Stalled {
+    fn execute(&self, job: Job) {
+        self.0.lock().unwrap().push(job);
+    }
+}
+
+#[test]
+fn keys_and_deadlines_survive_shutdown_and_a_restart() {
+    let (clock, timer) = manual();
+    clock.advance(100 * SEC);
+    let orders = [("order-1", 900), ("order-2", 60), ("order-3", 3600)];
+    for (key, secs) in orders {
+        timer
+            .add_or_submit(Task::after(secs * SEC, || {}).with_key(key))
+            .unwrap();
+    }
+    clock.advance(30 * SEC);
+    let back = timer.shutdown();
+    let saved: Vec<(String, Duration, Instant)> = back
+        .iter()
+        .map(|t| {
+            let key = t.key().unwrap().to_owned();
+            (key, t.remaining().unwrap(), t.deadline().unwrap())
+        })
+        .collect();
+    let remaining: Vec<_> = saved.iter().map(|(k, d, _)| (k.as_str(), *d)).collect();
+    assert_eq!(
+        remaining,
+        [
+            ("order-2", 30 * SEC),
+            ("order-1", 870 * SEC),
+            ("order-3", 3570 * SEC)
+        ]
+    );
+    assert_eq!(saved[0].2, timer.now() + 30 * SEC);
+
+    // The restart: a new timer, and each saved key re-added with its remaining time.
+    let (clock2, timer2) = manual();
+    let fired = Log::default();
+    let names = Arc::new(Mutex::new(Vec::new()));
+    for (key, remaining, _) in saved {
+        let (log, c, n) = (fired.clone(), clock2.clone(), names.clone());
+        timer2
+            .add_or_submit(
+                Task::after(remaining, move |cx: &mut TaskContext<'_>| {
+                    log.push(c.elapsed());
+                    n.lock().unwrap().push(cx.key().unwrap().to_owned());
+                })
+                .with_key(key),
+            )
+            .unwrap();
+    }
+    walk(&clock2, &timer2, SEC, 3570 * SEC);
+    assert_eq!(fired.get(), [30, 870, 3570].map(Duration::from_secs));
+    assert_eq!(*names.lock().unwrap(), ["order-2", "order-1", "order-3"]);
+}
+
+#[test]
+fn shutdown_with_a_limit_returns_while_a_task_blocks() {
+    let clock = ManualClock::new();
+    let timer = pooled(&clock, 2);
+    let (started_tx, started) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel::<()>();
+    let h = timer
+        .add_or_submit(Task::after(MS, move || {
+            started_tx.send(()).unwrap();
+            release_rx.recv().unwrap();
+        }))
+        .unwrap();
+    let later = timer.add_or_submit(Task::after(SEC, || {})).unwrap();
+    clock.advance(MS);
+    started.recv().unwrap();
+    let limit = 50 * MS;
+    let begun = Instant::now();
+    let report = timer.shutdown_with(ShutdownOptions::new().wait_at_most(limit));
+    assert!(begun.elapsed() >= limit, "not before the limit");
+    assert_eq!(report.still_running, 1);
+    assert_eq!((report.tasks.len(), report.ran_due), (1, 0));
+    assert_eq!(later.state(), TaskState::Returned);
+    assert_eq!(h.state(), TaskState::Running);
+    release.send(()).unwrap();
+    timer.wait_idle();
+    assert_eq!(h.state(), TaskState::Done);
+}
+
+#[test]
+fn shutdown_can_run_the_due_tasks_instead_of_handing_them_back() {
+    let clock = ManualClock::new();
+    let stalled = Arc::new(Stalled::default());
+    let timer = Timer::builder()
+        .clock(clock.clone())
+        .executor(stalled.clone())
+        .build()
+        .unwrap();
+    let ran = Log::default();
+    let add = |task: fn(Duration, Box<dyn FnMut() + Send>) -> Task, d: Duration| {
+        let (log, c) = (ran.clone(), clock.clone());
+        timer
+            .add_or_submit(task(d, Box::new(move || log.push(c.elapsed()))))
+            .unwrap()
+    };
+    add(Task::after, SEC);
+    add(Task::after, 2 * SEC);
+    add(Task::every, 2 * SEC);
+    add(Task::after, 60 * SEC);
+    clock.advance(3 * SEC); // three tasks due, stuck on their way to the executor
+    assert_eq!(stalled.0.lock().unwrap().len(), 3);
+    let report = timer.shutdown_with(ShutdownOptions::new().run_due(true));
+    assert_eq!(report.ran_due, 3);
+    assert_eq!(ran.get(), [3, 3, 3].map(Duration::from_secs));
+    let left: Vec<_> = report
+        .tasks
+        .iter()
+        .map(|t| (t.is_periodic(), t.remaining()))
+        .collect();
+    // The periodic task comes back for its next run on its grid (4 s); the far one as it was.
+    assert_eq!(left, [(true, Some(SEC)), (false, Some(57 * SEC))]);
+    let stats = timer.stats();
+    assert_eq!((stats.fired, stats.returned), (3, 2));
+    // The stalled jobs find their tasks gone when (if ever) they run.
+    for job in stalled.0.lock().unwrap().drain(..) {
+        job();
+    }
+    assert_eq!(ran.get().len(), 3);
+}
+
+/// Counts drops of what it is captured in.
+struct DropCount(Arc<AtomicUsize>);
+
+impl Drop for DropCount {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+#[test]
+fn dropping_a_timer_hands_due_and_waiting_tasks_to_the_drop_hook() {
+    let clock = ManualClock::new();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g = got.clone();
+    let timer = Timer::builder()
+        .clock(clock.clone())
+        .executor(Arc::new(Stalled::default()))
+        .on_drop(move |tasks| {
+            let keys = tasks.iter().map(|t| t.key().unwrap().to_owned());
+            g.lock().unwrap().extend(keys);
+        })
+        .build()
+        .unwrap();
+    for (key, d) in [("due", SEC), ("later", 60 * SEC)] {
+        timer
+            .add_or_submit(Task::after(d, || {}).with_key(key))
+            .unwrap();
+    }
+    clock.advance(SEC);
+    drop(timer);
+    assert_eq!(*got.lock().unwrap(), ["due", "later"]);
+}
+
+#[test]
+fn dropping_a_timer_without_a_hook_drops_what_never_ran() {
+    let clock = ManualClock::new();
+    let timer = Timer::builder()
+        .clock(clock.clone())
+        .executor(Arc::new(Stalled::default()))
+        .build()
+        .unwrap();
+    let dropped = Arc::new(AtomicUsize::new(0));
+    for d in [SEC, 60 * SEC] {
+        let guard = DropCount(dropped.clone());
+        timer
+            .add_or_submit(Task::after(d, move || drop(guard)))
+            .unwrap();
+    }
+    clock.advance(SEC);
+    assert_eq!(dropped.load(SeqCst), 0);
+    drop(timer);
+    assert_eq!(
+        dropped.load(SeqCst),
+        2,
+        "both closures dropped, neither run"
+    );
+}
+
+#[test]
+fn errors_go_through_question_mark_and_print_each_message_once() {
+    fn add(timer: &Timer) -> Result<(), Box<dyn Error + Send + Sync>> {
+        timer.add_or_submit(Task::after(SEC, || {}))?;
+        Ok(())
+    }
+    let timer = Timer::new().unwrap();
+    timer.shutdown();
+    assert_eq!(add(&timer).unwrap_err().to_string(), "timer is shut down");
+
+    fn build() -> Result<Timer, Box<dyn Error + Send + Sync>> {
+        Ok(Timer::builder().wheel_size(3).build()?)
+    }
+    let e = build().unwrap_err();
+    let mut chain = vec![e.to_string()];
+    let mut source = e.source();
+    while let Some(s) = source {
+        chain.push(s.to_string());
+        source = s.source();
+    }
+    assert_eq!(
+        chain,
+        [
+            "invalid wheel configuration",
+            "invalid wheel size 3: the wheel size must be a power of two"
+        ]
+    );
+    let named: &dyn Error = e.source().unwrap();
+    assert_eq!(
+        named.downcast_ref::<ConfigError>(),
+        Some(&ConfigError::WheelSizeNotPowerOfTwo { size: 3 })
+    );
+    assert!(matches!(
+        Timer::builder().wheel_size(3).build(),
+        Err(BuildError::WheelSize(ConfigError::WheelSizeNotPowerOfTwo {
+            size: 3
+        }))
+    ));
+}
+
+/// A clock of the user's own: the real clock, ten seconds ahead (any clock that never goes back).
+struct Ahead(Instant);
+
+impl Clock for Ahead {
+    fn now(&self) -> u64 {
+        (self.0.elapsed() + 10 * SEC).as_nanos() as u64
+    }
+    fn instant_of(&self, t: u64) -> Option<Instant> {
+        (self.0 + Duration::from_nanos(t)).checked_sub(10 * SEC)
+    }
+}
+
+#[test]
+fn a_clock_of_the_users_own_drives_the_timer() {
+    let timer = Timer::builder()
+        .clock(Ahead(Instant::now()))
+        .build()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let added = Instant::now();
+    timer
+        .add_or_submit(Task::after(20 * MS, move || {
+            tx.send(Instant::now()).unwrap()
+        }))
+        .unwrap();
+    let ran = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("eventually");
+    assert!(ran >= added + 20 * MS, "never early");
+    let now = timer.now();
+    assert!(
+        now >= added && now <= Instant::now(),
+        "Timer::now is an instant of this process"
+    );
+}
