@@ -3,13 +3,15 @@
 //! A [`Scenario`] is one workload with an id (`W1`...), a title and a `run` that returns an
 //! [`Outcome`]: tables, chart series and target checks. The `wheelbench` program runs the ones
 //! selected with `--only`. The threaded `Timer` scenarios (W6–W8, on the real clock) are in the
-//! `service` submodule; W9, the steady-state server, in `steady`; W11, the futures under tokio,
-//! in `futures`.
+//! `service` submodule; W9, the steady-state server, in `steady`; W10, the demo through the
+//! service, in `demo`; W11, the futures under tokio, in `futures`.
 
+mod demo;
 mod futures;
 mod service;
 mod steady;
 
+pub use demo::{DemoResult, demo_heap, demo_timer};
 pub use steady::{SteadyParams, steady_state};
 
 use std::time::{Duration, Instant};
@@ -146,6 +148,7 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
         Box::new(service::Idle),
         Box::new(service::Accuracy),
         Box::new(steady::Steady),
+        Box::new(demo::Demo),
         Box::new(futures::Futures),
     ]
 }
