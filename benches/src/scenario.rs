@@ -4,14 +4,17 @@
 //! [`Outcome`]: tables, chart series and target checks. The `wheelbench` program runs the ones
 //! selected with `--only`. The threaded `Timer` scenarios (W6–W8, on the real clock) are in the
 //! `service` submodule; W9, the steady-state server, in `steady`; W10, the demo through the
-//! service, in `demo`; W11, the futures under tokio, in `futures`.
+//! service, in `demo`; W11, the futures under tokio, in `futures`; W12, slow tasks among punctual
+//! ones, in `slow`.
 
 mod demo;
 mod futures;
 mod service;
+mod slow;
 mod steady;
 
 pub use demo::{DemoResult, demo_heap, demo_timer};
+pub use slow::{SlowResult, slow_heap, slow_timer};
 pub use steady::{SteadyParams, steady_state};
 
 use std::time::{Duration, Instant};
@@ -150,6 +153,7 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
         Box::new(steady::Steady),
         Box::new(demo::Demo),
         Box::new(futures::Futures),
+        Box::new(slow::Slow),
     ]
 }
 

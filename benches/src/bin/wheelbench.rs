@@ -25,7 +25,7 @@ usage: wheelbench [--quick] [--n N] [--only W1,W2,...] [--out PATH] [--no-write]
   --quick      smaller sizes and fewer repetitions (well under two minutes); prints only,
                unless --out is given
   --n N        timers for W1, W3, W5 and live timers for W2 (default 1M; quick 200k / 100k)
-  --only LIST  run only these workloads (W1..W11), comma-separated
+  --only LIST  run only these workloads (W1..W12), comma-separated
   --out PATH   where to write the Markdown report (default, full runs only:
                <workspace>/docs/benchmarks.md);
                the W4 chart goes next to it as w4-growth.svg
@@ -327,7 +327,7 @@ mod tests {
             "--n",
             "--n ten",
             "--n 5",
-            "--only W12",
+            "--only W13",
             "--only ,",
             "--frobnicate",
         ] {

@@ -40,7 +40,9 @@ pub(crate) const BUDGET: u64 = 64;
 /// When an add is due, decided before it takes a slot.
 #[derive(Clone, Copy)]
 enum Plan {
-    /// Already: to the executor. `meant` is the add's own instant (lateness counts from it).
+    /// Already: to the executor. `meant` is when it was due: the add's own clock reading for a
+    /// delay, or the instant asked for, which has passed (lateness counts from it; a repeating
+    /// task's grid starts there).
     Due { meant: u64 },
     /// A known deadline. `now`: file it in the wheel at once (soon, or a manual clock).
     Stamped { deadline: u64, now: bool },
@@ -52,20 +54,21 @@ enum Plan {
 #[inline(always)]
 pub(crate) fn add(core: &Arc<Core>, lease: Lease, task: Task) -> Result<TimerHandle, AddError> {
     let shard = lease.shard();
-    let Task { when, work } = task;
+    let Task { when, work, route } = task;
     let plan = plan(shard, core, when);
     let waiting = !matches!(plan, Plan::Due { .. });
     let admitted = match core.max_pending {
         // A future cannot be handed back: it is never refused (it still counts as pending).
-        Some(max) if waiting && !matches!(work, Work::Wake(..)) => {
-            shard.admit(max, BUDGET, || core.pending())
+        // Tasks on their way to the executor count too, so a stalled pool cannot pile them up.
+        Some(max) if !matches!(work, Work::Wake(..)) => {
+            shard.admit(max, BUDGET, || core.pending() + core.running.backlog())
         }
         _ => true,
     };
     let vacant = if admitted { shard.slots.alloc() } else { None };
     let Some(vacant) = vacant else {
         shard.count_rejected();
-        return Err(AddError::Full(Task { when, work }));
+        return Err(AddError::Full(Task { when, work, route }));
     };
     let (s, i, generation) = (vacant.slot(), vacant.index, vacant.generation);
     let (state, flags, deadline, meant) = match plan {
@@ -80,6 +83,9 @@ pub(crate) fn add(core: &Arc<Core>, lease: Lease, task: Task) -> Result<TimerHan
     };
     s.deadline.store(deadline, Relaxed);
     s.meant.store(meant, Relaxed);
+    let repeating = matches!(work, Work::Every(_));
+    let route_word = core.routes.word_of(route.as_deref(), repeating);
+    shard.slots.route(i).store(route_word, Relaxed);
     let word = Word::occupied(generation, state, flags);
     vacant.publish(word, work);
     let in_ring = matches!(
@@ -93,7 +99,7 @@ pub(crate) fn add(core: &Arc<Core>, lease: Lease, task: Task) -> Result<TimerHan
         && let Some((_, work)) = s.take(generation, |w| w == word, Word::vacated)
     {
         shard.slots.release(i);
-        return Err(AddError::Shutdown(Task { when, work }));
+        return Err(AddError::Shutdown(Task { when, work, route }));
     }
     shard.count_added(waiting);
     if pushed {
@@ -174,7 +180,7 @@ fn plan(shard: &Shard, core: &Core, when: When) -> Plan {
 fn stamped(shard: &Shard, core: &Core, deadline: u64) -> Plan {
     let now = shard.read(core.clock.as_ref());
     if deadline <= now {
-        Plan::Due { meant: now }
+        Plan::Due { meant: deadline }
     } else {
         Plan::Stamped {
             deadline,

@@ -15,6 +15,7 @@ use tickwheel_wheel::TimingWheel;
 use crate::core::{Config, Core, DropHook};
 use crate::error::BuildError;
 use crate::panic::{Hook, Panics};
+use crate::route::Isolation;
 use crate::timer::Timer;
 
 /// The smallest tick a timer accepts. Sleeping threads wake with roughly this precision.
@@ -32,6 +33,7 @@ pub struct TimerBuilder {
     executor: Option<Arc<dyn Executor>>,
     on_panic: Option<Hook>,
     on_drop: Option<DropHook>,
+    isolation: Option<Isolation>,
 }
 
 impl fmt::Debug for TimerBuilder {
@@ -60,6 +62,7 @@ impl Default for TimerBuilder {
             executor: None,
             on_panic: None,
             on_drop: None,
+            isolation: Some(Isolation::default()),
         }
     }
 }
@@ -77,8 +80,11 @@ impl TimerBuilder {
         self
     }
 
-    /// Threads of the rayon pool that runs tasks. Default: the available parallelism. Ignored
-    /// with [`executor`](Self::executor).
+    /// Gives the timer a rayon pool of its own with this many threads. Default: the timer runs
+    /// its tasks on a rayon pool shared by every timer of the process that does not ask for its
+    /// own, as wide as the available parallelism (threads `tickwheel-shared-exec-{i}`), so a
+    /// process may build many timers without a pool each. Ignored with
+    /// [`executor`](Self::executor).
     pub fn threads(mut self, threads: usize) -> Self {
         self.threads = Some(threads);
         self
@@ -87,9 +93,9 @@ impl TimerBuilder {
     /// Refuse adds while this many tasks wait for their deadline ([`AddError::Full`]). Default:
     /// no limit. The bound is on the whole timer, not per thread: each adding thread looks at
     /// the total once every 64 adds, so the timer may hold up to 64 more tasks per other adding
-    /// thread than this. Re-arming a periodic task is never refused. Tasks already due and
-    /// queued in a busy executor are not counted: this bounds what waits for a deadline, not the
-    /// pool's backlog.
+    /// thread than this. Re-arming a periodic task is never refused. Tasks handed to the executor
+    /// and not finished count too (though not in [`Timer::pending`]): the bound covers
+    /// everything the timer holds that has not run, so a stalled pool cannot pile up work.
     ///
     /// [`AddError::Full`]: crate::AddError::Full
     pub fn max_pending(mut self, max: usize) -> Self {
@@ -97,7 +103,8 @@ impl TimerBuilder {
         self
     }
 
-    /// Prefix of the thread names (`{name}-tick`, `{name}-exec-{i}`). Default `"tickwheel"`.
+    /// Prefix of the thread names (`{name}-tick`; `{name}-exec-{i}` for a pool of its own, see
+    /// [`threads`](Self::threads); `{name}-slow-exec-{i}` for the slow pool). Default `"tickwheel"`.
     /// A name with a NUL byte is refused by `build` ([`BuildError::InvalidName`]).
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
@@ -130,6 +137,20 @@ impl TimerBuilder {
         self
     }
 
+    /// When slow classes of tasks move to a slow pool (see [`Isolation`]; on by default, with its
+    /// defaults).
+    pub fn isolation(mut self, isolation: Isolation) -> Self {
+        self.isolation = Some(isolation);
+        self
+    }
+
+    /// Turns slow-task isolation off: every task runs on the timer's executor (or its own), and
+    /// runs are not timed.
+    pub fn no_isolation(mut self) -> Self {
+        self.isolation = None;
+        self
+    }
+
     /// Called, when the [`Timer`] is dropped, with every task that never ran (earliest first,
     /// as [`Timer::shutdown`] returns them), so a drop loses nothing silently: persist them, run
     /// them, or count them. If `shutdown` ran before the drop, it returned them: the hook then
@@ -156,19 +177,16 @@ impl TimerBuilder {
         if self.name.contains('\0') {
             return Err(BuildError::InvalidName { name: self.name });
         }
-        let executor: Arc<dyn Executor> = match self.executor {
-            Some(e) => e,
-            None => {
-                let threads = self
-                    .threads
-                    .unwrap_or_else(|| available_parallelism().map_or(2, |n| n.get()));
-                Arc::new(
-                    RayonExecutor::new(threads, &self.name).map_err(|e| match e {
-                        PoolError::ZeroThreads => BuildError::ZeroThreads,
-                        other => BuildError::Spawn(std::io::Error::other(other)),
-                    })?,
-                )
+        let pool_error = |e: PoolError| match e {
+            PoolError::ZeroThreads => BuildError::ZeroThreads,
+            other => BuildError::Spawn(std::io::Error::other(other)),
+        };
+        let executor: Arc<dyn Executor> = match (self.executor, self.threads) {
+            (Some(e), _) => e,
+            (None, Some(threads)) => {
+                Arc::new(RayonExecutor::new(threads, &self.name).map_err(pool_error)?)
             }
+            (None, None) => shared_pool().map_err(pool_error)?,
         };
         let (clock, origin): (Arc<dyn Clock>, Instant) = match self.clock {
             Some(clock) => {
@@ -195,7 +213,22 @@ impl TimerBuilder {
             executor,
             panics: Panics::new(self.on_panic),
             on_drop: self.on_drop,
+            isolation: self.isolation,
+            name: self.name.clone(),
         });
         Timer::start(core, &self.name).map_err(BuildError::Spawn)
     }
+}
+
+/// The pool of every timer that does not ask for its own: started by the first such timer, as
+/// wide as the available parallelism, and kept for the life of the process.
+fn shared_pool() -> Result<Arc<dyn Executor>, PoolError> {
+    static SHARED: std::sync::OnceLock<Arc<dyn Executor>> = std::sync::OnceLock::new();
+    if let Some(pool) = SHARED.get() {
+        return Ok(pool.clone());
+    }
+    let threads = available_parallelism().map_or(2, |n| n.get());
+    let pool: Arc<dyn Executor> = Arc::new(RayonExecutor::new(threads, "tickwheel-shared")?);
+    // Two first timers racing: one pool wins, the other is dropped (its threads end).
+    Ok(SHARED.get_or_init(|| pool).clone())
 }

@@ -84,7 +84,9 @@ impl<'a> TaskContext<'a> {
     }
 
     /// Ends a repeating task after this run: it runs no more, and its handle reports it done
-    /// (not cancelled). No effect on a one-shot task, which ends after this run anyway.
+    /// (not cancelled). No effect on a one-shot task, which ends after this run anyway. (The
+    /// timer learns of it when the closure returns: a `cancel` that lands before that still
+    /// returns `true`, and the task ends cancelled.)
     pub fn stop(&mut self) {
         self.stop = true;
     }

@@ -14,6 +14,7 @@ use crate::loom::atomic::{AtomicU64, Ordering::*, fence};
 use crate::loom::{Condvar, Mutex};
 use crate::panic::Panics;
 use crate::registry::{self, ShardRef};
+use crate::route::{Isolation, Pool, Routes};
 use crate::shard::{Fire, Returned, Shard};
 use crate::slot::OwnerToken;
 use crate::stats::Histogram;
@@ -58,6 +59,8 @@ pub(crate) struct Core {
     pub(crate) late: Mutex<Option<Vec<Returned>>>,
     /// Given the tasks that never ran when the `Timer` is dropped.
     pub(crate) on_drop: Mutex<Option<DropHook>>,
+    /// Classes, their isolation, per-task executors, the slow pool.
+    pub(crate) routes: Routes,
 }
 
 /// See [`TimerBuilder::on_drop`](crate::TimerBuilder::on_drop).
@@ -73,6 +76,9 @@ pub(crate) struct Config {
     pub(crate) executor: Arc<dyn Executor>,
     pub(crate) panics: Panics,
     pub(crate) on_drop: Option<DropHook>,
+    pub(crate) isolation: Option<Isolation>,
+    /// Thread names' prefix (for the slow pool).
+    pub(crate) name: String,
 }
 
 impl Core {
@@ -102,6 +108,7 @@ impl Core {
             running: Running::new(),
             late: Mutex::new(Some(Vec::new())),
             on_drop: Mutex::new(config.on_drop),
+            routes: Routes::new(config.isolation, &config.name),
         })
     }
 
@@ -161,21 +168,24 @@ impl Core {
     /// stays due and `shutdown` hands it back.
     pub(crate) fn dispatch(self: &Arc<Self>, due: Due<Fire>) {
         let fire = due.item;
-        if crate::registry::shard(fire.shard)
-            .slots
-            .get(fire.slot)
-            .word()
-            .has(crate::word::WAKE)
-        {
+        let slots = &crate::registry::shard(fire.shard).slots;
+        if slots.get(fire.slot).word().has(crate::word::WAKE) {
             // Waking a future is a few atomic operations: done here, without a hop through the
             // pool. (A stale word only sends a job that finds nothing to the executor.)
-            return crate::job::run(self, fire);
+            return crate::job::run(self, fire, Pool::Main);
         }
+        // The task's class and executor (see `route.rs`).
+        let route = slots.route(fire.slot).load(Relaxed);
+        let (executor, pool) = self.routes.pick(route, || self.clock.now(), &self.executor);
+        self.send(fire, executor, pool);
+    }
+
+    /// Hands the job of `fire` to `executor` (which is `pool`).
+    pub(crate) fn send(self: &Arc<Self>, fire: Fire, executor: &Arc<dyn Executor>, pool: Pool) {
         // Counted until the job is dropped, whether it ran or an executor discarded it.
         let job = Queued::new(self);
         let _ = crate::panic::catch(|| {
-            self.executor
-                .execute(Box::new(move || crate::job::run(&job.0, fire)))
+            executor.execute(Box::new(move || crate::job::run(&job.0, fire, pool)))
         });
     }
 
@@ -278,12 +288,17 @@ impl Running {
         }
     }
 
-    /// Waits until every job handed to the executor is done (or was dropped), except `own` ones
-    /// on the calling thread.
-    pub(crate) fn wait_idle(&self, own: u64) {
+    /// Jobs handed to an executor and not yet done (the backlog `max_pending` also bounds).
+    pub(crate) fn backlog(&self) -> u64 {
+        self.queued.load(Relaxed)
+    }
+
+    /// Waits until every job handed to the executor is done (or was dropped). Not from inside a
+    /// job (see `Timer::wait_idle`).
+    pub(crate) fn wait_idle(&self) {
         self.idle_waiters.fetch_add(1, SeqCst);
         let mut guard = self.lock.lock();
-        while self.queued.load(SeqCst) > own {
+        while self.queued.load(SeqCst) > 0 {
             self.idle.wait(&mut guard);
         }
         drop(guard);

@@ -20,8 +20,9 @@ pub enum TaskState {
     /// Running now (a repeating task: running or between runs); a repeating task can still be
     /// cancelled.
     Running,
-    /// Ran (a one-shot task), ended (a repeating task that stopped itself or reached the end of
-    /// time), or panicked: it will not run again.
+    /// Ran (a one-shot task, panicking or not), or ended (a repeating task that stopped itself
+    /// or reached the end of time): it will not run again. (A repeating task that panics goes
+    /// on.)
     Done,
     /// Stopped by a successful `cancel`.
     Cancelled,

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use crate::core::Core;
 use crate::loom::atomic::Ordering::*;
 use crate::registry;
+use crate::route::{Class, Pool, SELF_CLASS, SELF_ISOLATED};
 use crate::shard::{Fire, Rearm, Returned, Shard};
 use crate::slot::Run;
 use crate::task::{Cadence, MisfirePolicy, Repeat, Work};
@@ -27,20 +28,33 @@ pub const BURST: u64 = 16;
 pub const MAX_CATCH_UP: u64 = 1000;
 
 /// The job of `fire`: runs its task if it still is due (not cancelled or handed back meanwhile).
-pub(crate) fn run(core: &Arc<Core>, fire: Fire) {
+pub(crate) fn run(core: &Arc<Core>, fire: Fire, pool: Pool) {
     let shard = registry::shard(fire.shard);
     let s = shard.slots.get(fire.slot);
+    if pool == Pool::Main && core.routes.isolation.is_some() {
+        // Its class was isolated after the tick thread sent it here: it goes to the slow pool
+        // unclaimed, instead of blocking this one.
+        let route = shard.slots.route(fire.slot).load(Relaxed);
+        let (slow, to) = core.routes.pick(route, || core.clock.now(), &core.executor);
+        if to == Pool::Slow {
+            return core.send(fire, slow, to);
+        }
+    }
     // Counted as running before the claim, so a shutdown that sees the claim waits for the run.
     let _running = core.running.enter(core);
     let Some((run, work)) = s.start(fire.generation) else {
         return; // cancelled on the way, or claimed by shutdown: nothing to run
     };
-    let late = core.clock.now().saturating_sub(fire.meant);
+    let started = core.clock.now();
+    let late = started.saturating_sub(fire.meant);
     match work {
         Work::Once { f, key } => {
             core.count_run(late);
             let mut cx = core.context(fire.meant, late, 1, key.as_deref());
             core.panics.run(|| f.into_inner()(&mut cx));
+            if core.routes.isolation.is_some() {
+                record_run(core, fire, pool, started, core.clock.now(), None);
+            }
             finish(&shard, fire, run, DONE);
         }
         Work::Wake(waiter, epoch) => {
@@ -50,11 +64,14 @@ pub(crate) fn run(core: &Arc<Core>, fire: Fire) {
             finish(&shard, fire, run, DONE);
         }
         Work::Every(repeat) => {
+            // The grid runs from the stamped deadline (never early); the run was meant for
+            // `fire.meant` (the user's instant; they differ only for a delay stamped late).
             let scheduled = s.deadline.load(Relaxed);
             Periodic {
                 core,
                 shard: &shard,
                 fire,
+                pool,
             }
             .run(run, repeat, scheduled, late);
         }
@@ -72,10 +89,44 @@ fn finish(shard: &Shard, fire: Fire, run: Run<'_>, state: u64) -> Word {
     old
 }
 
+/// Records a run of the task of `fire` on `pool`, from clock time `started` to `end`: in the
+/// pool's run times, and in its class's record of slow runs (`own`: a repeating task's own
+/// class), which may isolate the class or let it return (see `route.rs`).
+fn record_run(core: &Core, fire: Fire, pool: Pool, started: u64, end: u64, own: Option<&Class>) {
+    let Some(iso) = core.routes.isolation else {
+        return;
+    };
+    let ran = end.saturating_sub(started);
+    core.routes.record(pool, ran);
+    let isolations = &core.routes.isolations;
+    let shard = registry::shard(fire.shard);
+    let side = shard.slots.route(fire.slot);
+    let word = side.load(Relaxed);
+    match own {
+        Some(class) if word & SELF_CLASS != 0 => {
+            let isolated = class.record(&iso, ran, end, isolations);
+            let now = if isolated {
+                SELF_CLASS | SELF_ISOLATED
+            } else {
+                SELF_CLASS
+            };
+            if now != word {
+                side.store(now, Relaxed); // the job owns the task: nobody else writes this
+            }
+        }
+        _ => {
+            if let Some(route) = core.routes.route(word) {
+                route.class.record(&iso, ran, end, isolations);
+            }
+        }
+    }
+}
+
 struct Periodic<'a> {
     core: &'a Arc<Core>,
     shard: &'a Shard,
     fire: Fire,
+    pool: Pool,
 }
 
 impl Periodic<'_> {
@@ -86,6 +137,8 @@ impl Periodic<'_> {
         // A period below the tick runs at the tick (the wheel cannot tell them apart).
         let period = repeat.period.max(core.tick_ns);
         let mut turn = 0;
+        // The instant this run was meant for, which `late` counts from.
+        let mut meant = self.fire.meant;
         let next = loop {
             let mut stopped = false;
             // Rounding to the tick makes every run up to a tick late: not a misfire.
@@ -97,7 +150,7 @@ impl Periodic<'_> {
                 core.count_run(late);
                 repeat.runs += 1;
                 let Repeat { f, runs, key, .. } = &mut *repeat;
-                let mut cx = core.context(scheduled, late, *runs, key.as_deref());
+                let mut cx = core.context(meant, late, *runs, key.as_deref());
                 core.panics.run(|| f.get_mut()(&mut cx));
                 stopped = cx.is_stopped();
             }
@@ -106,6 +159,15 @@ impl Periodic<'_> {
             }
             turn += 1;
             let now = core.clock.now();
+            let started = meant.saturating_add(late);
+            record_run(
+                core,
+                self.fire,
+                self.pool,
+                started,
+                now,
+                Some(&repeat.class),
+            );
             if stopped {
                 break None;
             }
@@ -124,6 +186,7 @@ impl Periodic<'_> {
                         && run.claim_next() =>
                 {
                     scheduled = next;
+                    meant = next;
                     late = now - next;
                 }
                 next => break next,
@@ -171,6 +234,7 @@ impl Periodic<'_> {
         list.push(Returned {
             deadline: next,
             work,
+            route: self.shard.slots.route(self.fire.slot).load(Relaxed),
         });
     }
 }

@@ -9,7 +9,7 @@ use crate::core::{Core, active};
 use crate::job::next_run;
 use crate::loom::atomic::{Ordering::*, fence};
 use crate::shard::Returned;
-use crate::task::{Cadence, Repeat, Task, When, Work};
+use crate::task::{Cadence, MisfirePolicy, Repeat, Task, When, Work};
 
 /// How [`Timer::shutdown_with`](crate::Timer::shutdown_with) stops the timer. The default is
 /// what [`Timer::shutdown`](crate::Timer::shutdown) does: wait for running tasks without a
@@ -30,7 +30,8 @@ impl ShutdownOptions {
     /// Run the tasks whose deadline has come (on their way to the executor, or in the wheels and
     /// due by the shutdown's clock reading) instead of handing them back: on the calling thread,
     /// earliest first, after the running tasks ended (or the limit passed), with adds already
-    /// refused. A due repeating task runs once and comes back with its next deadline. Their
+    /// refused. A due repeating task runs once (a `Skip` one only if it is less than a period
+    /// late) and comes back with its next deadline. Their
     /// handles say [`TaskState::Returned`](crate::TaskState::Returned); the runs count in
     /// `Stats::fired`, not `Stats::returned`.
     pub fn run_due(mut self, run: bool) -> Self {
@@ -56,7 +57,8 @@ pub struct ShutdownReport {
     /// deadline first, each with its [`deadline`](Task::deadline),
     /// [`remaining`](Task::remaining) time and [`key`](Task::key).
     pub tasks: Vec<Task>,
-    /// Due tasks run on the calling thread ([`ShutdownOptions::run_due`]).
+    /// Due tasks run on the calling thread ([`ShutdownOptions::run_due`]); a `Skip` task a period
+    /// or more late is skipped instead (and counted in `Stats::skipped`).
     pub ran_due: usize,
     /// Tasks still running when the wait limit passed ([`ShutdownOptions::wait_at_most`]).
     pub still_running: u64,
@@ -106,8 +108,9 @@ impl Core {
             let due = back.partition_point(|r| r.deadline <= now);
             let mut again = Vec::new();
             for r in back.drain(..due) {
-                ran_due += 1;
-                again.extend(self.run_at_shutdown(r));
+                let (ran, next) = self.run_at_shutdown(r);
+                ran_due += usize::from(ran);
+                again.extend(next);
             }
             // Repeating tasks come back with their next deadline, in order.
             back.extend(again);
@@ -122,6 +125,7 @@ impl Core {
                     remaining: Duration::from_nanos(r.deadline.saturating_sub(now)),
                 },
                 work: r.work,
+                route: self.routes.spec_of(r.route),
             })
             .collect();
         ShutdownReport {
@@ -131,42 +135,48 @@ impl Core {
         }
     }
 
-    /// Runs a due task claimed by shutdown, on this thread. A repeating task comes back for its
-    /// next run, unless it stopped itself or would run past the end of time.
-    fn run_at_shutdown(self: &Arc<Self>, r: Returned) -> Option<Returned> {
+    /// Runs a due task claimed by shutdown, on this thread (unless a `Skip` task is too late):
+    /// whether it ran, and, for a repeating task, itself for its next run, unless it stopped
+    /// itself or would run past the end of time.
+    fn run_at_shutdown(self: &Arc<Self>, r: Returned) -> (bool, Option<Returned>) {
         let now = self.clock.now();
         let late = now.saturating_sub(r.deadline);
-        self.count_run(late);
         match r.work {
             Work::Once { f, key } => {
+                self.count_run(late);
                 let mut cx = self.context(r.deadline, late, 1, key.as_deref());
                 self.panics.run(|| f.into_inner()(&mut cx));
-                None
+                (true, None)
             }
             Work::Every(mut repeat) => {
-                repeat.runs += 1;
-                let Repeat {
-                    f,
-                    runs,
-                    key,
-                    period,
-                    cadence,
-                } = &mut *repeat;
-                let mut cx = self.context(r.deadline, late, *runs, key.as_deref());
-                self.panics.run(|| f.get_mut()(&mut cx));
-                if cx.is_stopped() {
-                    return None;
+                let period = repeat.period.max(self.tick_ns);
+                // `Skip` does not run late here either (see `job.rs`).
+                let skip = repeat.cadence == Cadence::Rate(MisfirePolicy::Skip)
+                    && late >= period.saturating_add(self.tick_ns);
+                if skip {
+                    self.skipped.fetch_add(1, Relaxed);
+                } else {
+                    self.count_run(late);
+                    repeat.runs += 1;
+                    let Repeat { f, runs, key, .. } = &mut *repeat;
+                    let mut cx = self.context(r.deadline, late, *runs, key.as_deref());
+                    self.panics.run(|| f.get_mut()(&mut cx));
+                    if cx.is_stopped() {
+                        return (true, None);
+                    }
                 }
-                let period = (*period).max(self.tick_ns);
                 let now = self.clock.now();
-                let next = match *cadence {
-                    Cadence::Rate(policy) => next_run(r.deadline, period, now, policy).0,
-                    Cadence::Delay => now.checked_add(period),
+                let (next, skipped) = match repeat.cadence {
+                    Cadence::Rate(policy) => next_run(r.deadline, period, now, policy),
+                    Cadence::Delay => (now.checked_add(period), 0),
                 };
-                next.map(|deadline| Returned {
+                self.skipped.fetch_add(skipped, Relaxed);
+                let again = next.map(|deadline| Returned {
                     deadline,
                     work: Work::Every(repeat),
-                })
+                    route: r.route,
+                });
+                (!skip, again)
             }
             Work::Wake(..) => unreachable!("futures are woken, not run, by shutdown"),
         }

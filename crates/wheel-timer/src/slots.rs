@@ -10,6 +10,10 @@ use crate::slot::{Mine, OwnerToken, Slot, Vacant};
 /// A shard's slots. The owner thread allocates; any thread may vacate.
 pub(crate) struct Slots {
     all: Chunked<Slot>,
+    /// Each slot's route word (see `route.rs`), beside the slot's cache line: written by the
+    /// adder before it publishes the slot (and by a repeating task's job while it runs), read by
+    /// the tick thread and the job.
+    routes: Chunked<AtomicU32>,
     /// Slots created so far; written by the owner (sequentially consistent, after the slot
     /// exists), read by scans (shutdown).
     len: CachePadded<AtomicU32>,
@@ -24,6 +28,7 @@ impl Slots {
     pub(crate) fn new() -> Self {
         Slots {
             all: Chunked::new(),
+            routes: Chunked::new(),
             len: CachePadded::new(AtomicU32::new(0)),
             vacated: CachePadded::new(AtomicU64::new(0)),
             mine: CachePadded::new(Mine::new()),
@@ -50,6 +55,14 @@ impl Slots {
     #[inline(always)]
     pub(crate) fn get(&self, i: u32) -> &Slot {
         self.all
+            .get(i as usize)
+            .expect("slot indexes come from this shard")
+    }
+
+    /// The route word of slot `i` (see `route.rs`).
+    #[inline(always)]
+    pub(crate) fn route(&self, i: u32) -> &AtomicU32 {
+        self.routes
             .get(i as usize)
             .expect("slot indexes come from this shard")
     }
@@ -102,6 +115,7 @@ impl Slots {
             return None;
         }
         self.all.get_or_grow(i as usize)?;
+        self.routes.get_or_grow(i as usize)?;
         self.len.store(i + 1, SeqCst);
         Some(i)
     }
@@ -133,7 +147,7 @@ impl Slots {
 
     /// Bytes of the slot array.
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.all.heap_bytes()
+        self.all.heap_bytes() + self.routes.heap_bytes()
     }
 }
 

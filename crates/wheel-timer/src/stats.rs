@@ -45,6 +45,43 @@ pub struct Stats {
     pub tick_wakeups: u64,
     /// The message of the latest panic, if any.
     pub last_panic: Option<String>,
+    /// Classes isolated now (their tasks run on the slow pool; see
+    /// [`Isolation`](crate::Isolation)), by name; `""` is the default class of unnamed one-shot
+    /// tasks. Repeating tasks that are a class of their own are not listed (see `isolations`).
+    pub isolated_classes: Vec<String>,
+    /// Times a class was isolated, own classes of repeating tasks included.
+    pub isolations: u64,
+    /// Run times on the timer's executor (and executors tasks named): empty without isolation,
+    /// which is what times runs.
+    pub run_time: RunTimes,
+    /// Run times on the slow pool.
+    pub slow_run_time: RunTimes,
+}
+
+/// The distribution of run times on one pool, measured on the timer's clock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunTimes {
+    /// Runs timed.
+    pub runs: u64,
+    /// Median, to within 1/8 of its value.
+    pub p50: Duration,
+    /// 99th percentile, to within 1/8 of its value.
+    pub p99: Duration,
+    /// Longest, exact.
+    pub max: Duration,
+}
+
+impl RunTimes {
+    pub(crate) fn of(h: &Histogram) -> Self {
+        let (p50, p99, max) = h.summary();
+        RunTimes {
+            runs: h.count(),
+            p50: Duration::from_nanos(p50),
+            p99: Duration::from_nanos(p99),
+            max: Duration::from_nanos(max),
+        }
+    }
 }
 
 /// Lateness in nanoseconds, in log-linear buckets: 8 per power of two, so any value lands in a
@@ -88,6 +125,11 @@ impl Histogram {
     pub(crate) fn record(&self, ns: u64) {
         self.buckets[index(ns)].fetch_add(1, Relaxed);
         self.max.fetch_max(ns, Relaxed);
+    }
+
+    /// Values recorded.
+    pub(crate) fn count(&self) -> u64 {
+        self.buckets.iter().map(|b| b.load(Relaxed)).sum()
     }
 
     /// `(p50, p99, max)` in nanoseconds; zeros when empty.

@@ -8,8 +8,11 @@ use std::time::{Duration, Instant};
 use sync_wrapper::SyncWrapper;
 use tickwheel_reaper::duration_to_ns;
 
+use tickwheel_executor::Executor;
+
 use crate::context::TaskContext;
 use crate::future::Waiter;
+use crate::route::{Class, RouteSpec};
 
 /// What a fixed-rate task does when the timer fell behind by a period or more (a stalled machine,
 /// a saturated pool). Runs are on the grid `first + k * period`.
@@ -69,6 +72,8 @@ pub(crate) struct Repeat {
     /// Runs so far (the context's run count).
     pub(crate) runs: u64,
     pub(crate) key: Key,
+    /// Its record of slow runs, when it is a class of its own (no class name).
+    pub(crate) class: Class,
 }
 
 /// The closure of a task and how it repeats: what a slot's cell holds (32 bytes, so a slot stays
@@ -150,6 +155,8 @@ impl<F: FnMut(&mut TaskContext<'_>) + Send + 'static> RepeatBody<TaskContext<'st
 pub struct Task {
     pub(crate) when: When,
     pub(crate) work: Work,
+    /// Its class and executor, if it names either.
+    pub(crate) route: Option<Box<RouteSpec>>,
 }
 
 impl Task {
@@ -174,6 +181,7 @@ impl Task {
                 f: SyncWrapper::new(f.into_once()),
                 key: None,
             },
+            route: None,
         }
     }
 
@@ -210,7 +218,9 @@ impl Task {
                 cadence,
                 runs: 0,
                 key: None,
+                class: Class::default(),
             })),
+            route: None,
         }
     }
 
@@ -248,6 +258,30 @@ impl Task {
             Work::Wake(..) => {}
         }
         self
+    }
+
+    /// Puts the task in the class `name` (e.g. `"send-report"`): the unit the timer watches for
+    /// slow runs (see [`Isolation`](crate::Isolation)). A class whose runs are slow too often runs
+    /// on the slow pool until it behaves again, so it cannot hold up the punctual tasks. Without
+    /// a name, a repeating task is a class of its own and one-shot tasks share a default class.
+    /// (Not the [`key`](Self::with_key), which names one task.)
+    pub fn class(mut self, name: impl Into<Arc<str>>) -> Task {
+        self.route.get_or_insert_default().class = Some(name.into());
+        self
+    }
+
+    /// Runs the task on `executor` instead of the timer's (and never on the slow pool). The
+    /// executor must not block its caller, the timer's tick thread (see
+    /// [`Executor`](crate::Executor)). Each distinct executor is remembered by the timer for its
+    /// life: share one `Arc` among tasks rather than making one per task.
+    pub fn on(mut self, executor: Arc<dyn Executor>) -> Task {
+        self.route.get_or_insert_default().executor = Some(executor);
+        self
+    }
+
+    /// The class named with [`class`](Self::class).
+    pub fn class_name(&self) -> Option<&str> {
+        self.route.as_ref()?.class.as_deref()
     }
 
     /// The key given with [`with_key`](Self::with_key).
@@ -325,13 +359,16 @@ impl fmt::Debug for Task {
         if let Some(key) = self.key() {
             d.field("key", &key);
         }
+        if let Some(route) = &self.route {
+            d.field("route", route);
+        }
         d.field("deadline", &self.deadline())
             .field("remaining", &self.remaining())
             .finish_non_exhaustive()
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 impl Work {
     /// A one-shot task that does nothing.
     pub(crate) fn noop() -> Work {

@@ -18,7 +18,7 @@ use crate::local;
 use crate::loom::atomic::Ordering::Relaxed;
 use crate::shard::Fire;
 use crate::shutdown::{ShutdownOptions, ShutdownReport};
-use crate::stats::Stats;
+use crate::stats::{RunTimes, Stats};
 use crate::task::{Task, Work};
 
 /// A timer service on hierarchical timing wheels.
@@ -173,6 +173,10 @@ impl Timer {
         s.returned = core.returned.load(Relaxed);
         s.skipped = core.skipped.load(Relaxed);
         s.periods_rounded_up = core.rounded.load(Relaxed);
+        s.isolated_classes = core.routes.isolated(core.clock.now());
+        s.isolations = core.routes.isolations.load(Relaxed);
+        s.run_time = RunTimes::of(&core.routes.main_runs);
+        s.slow_run_time = RunTimes::of(&core.routes.slow_runs);
         s.lateness_p50 = Duration::from_nanos(p50);
         s.lateness_p99 = Duration::from_nanos(p99);
         s.lateness_max = Duration::from_nanos(max);
@@ -233,7 +237,8 @@ impl Timer {
     /// (waiting for its deadline, or handed to the executor but not started), earliest deadline
     /// first. Afterwards every add is refused with [`AddError::Shutdown`]. Idempotent: later
     /// calls return nothing. Called from inside one of this timer's tasks, it does not wait for
-    /// that task (and so does not deadlock).
+    /// that task (and so does not deadlock); that task is not among the returned ones (a
+    /// repeating one ends after its current run).
     ///
     /// Pending futures ([`Sleep`], [`Timeout`], [`Interval`]) are not returned: they are woken at
     /// once and complete saying the timer shut down ([`Sleep::is_shutdown`],
@@ -290,8 +295,9 @@ impl Timer {
     /// returns once every due task has been handed out, `advance` then `wait_idle` means every
     /// task due by then has run: assert right after it, on any executor.
     ///
-    /// Called from inside one of this timer's tasks, it does not wait for that task. A
-    /// `CatchUp` task more than [`BURST`](crate::BURST) runs behind goes back to the tick thread
+    /// Called from inside a task (of any timer) it returns at once: waiting there could wait for
+    /// the calling task itself, for a task queued behind it on a busy pool, or for another task
+    /// waiting the same way. A `CatchUp` task more than [`BURST`](crate::BURST) runs behind goes back to the tick thread
     /// between turns, and is handed out again after this returns.
     ///
     /// ```
@@ -315,8 +321,11 @@ impl Timer {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn wait_idle(&self) {
+        if crate::core::active::inside_a_task() {
+            return; // it could wait for itself, or for a task waiting for it
+        }
         let core = &self.core;
-        core.running.wait_idle(crate::core::active::own(core.id));
+        core.running.wait_idle();
     }
 
     /// Bytes of memory the timer holds for its tasks, besides the tasks' own closures: every
@@ -357,16 +366,17 @@ impl fmt::Debug for Timer {
 
 /// `add_or_submit` on `core`: refuses a zero period and a timer shut down, then adds.
 pub(crate) fn add_to(core: &Arc<Core>, task: Task) -> Result<TimerHandle, AddError> {
-    if let Work::Every(r) = &task.work {
-        if r.period == 0 {
-            return Err(AddError::ZeroPeriod(task));
-        }
-        if r.period < core.tick_ns {
-            core.rounded.fetch_add(1, Relaxed);
-        }
-    }
+    let rounded = match &task.work {
+        Work::Every(r) if r.period == 0 => return Err(AddError::ZeroPeriod(task)),
+        Work::Every(r) => r.period < core.tick_ns,
+        _ => false,
+    };
     if !core.lifecycle.is_open() {
         return Err(AddError::Shutdown(task));
     }
-    crate::add::add(core, local::lease(core), task)
+    let added = crate::add::add(core, local::lease(core), task);
+    if rounded && added.is_ok() {
+        core.rounded.fetch_add(1, Relaxed);
+    }
+    added
 }

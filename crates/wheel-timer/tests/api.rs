@@ -8,13 +8,13 @@ mod support;
 
 use std::error::Error;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Barrier, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use support::{MS, SEC, manual};
 use tickwheel::{
-    AddError, BuildError, Clock, ConfigError, Executor, Job, ManualClock, ShutdownOptions, Task,
-    TaskContext, TaskState, Timer,
+    AddError, BuildError, Clock, ConfigError, Executor, InlineExecutor, Job, ManualClock,
+    MisfirePolicy, ShutdownOptions, Task, TaskContext, TaskState, Timer,
 };
 
 /// A timer on `clock` with a real rayon pool of `threads`.
@@ -579,5 +579,235 @@ fn a_clock_of_the_users_own_drives_the_timer() {
     assert!(
         now >= added && now <= Instant::now(),
         "Timer::now is an instant of this process"
+    );
+}
+
+// Found by an adversarial review of the first version of this API (2026-11-22); each failed
+// then. (`wait_idle` inside a task now returns at once instead of waiting for other jobs.)
+
+#[test]
+fn r1_starting_at_in_the_past_keeps_the_grid_of_start() {
+    let (clock, timer) = manual();
+    let origin = timer.now();
+    clock.advance(27 * SEC);
+    let starts = Log::default();
+    let (log, c) = (starts.clone(), clock.clone());
+    // Grid: 5, 15, 25, 35, 45 ... The 25 s run is missed (RunOnce: run once now, then the next
+    // grid point after now).
+    timer
+        .add_or_submit(
+            Task::every(10 * SEC, move || log.push(c.elapsed())).starting_at(origin + 5 * SEC),
+        )
+        .unwrap();
+    walk(&clock, &timer, SEC, 50 * SEC);
+    assert_eq!(starts.get(), [27, 35, 45].map(Duration::from_secs));
+}
+
+#[test]
+fn r1b_starting_at_in_the_past_catch_up_runs_the_missed_runs() {
+    let (clock, timer) = manual();
+    let origin = timer.now();
+    clock.advance(30 * SEC);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    // CatchUp: "Run every missed run, back to back, until caught up." Grid 0,10,20,30: four
+    // runs due at 30 s.
+    timer
+        .add_or_submit(
+            Task::every(10 * SEC, move |cx: &mut TaskContext<'_>| {
+                s.lock().unwrap().push(cx.scheduled() - origin);
+            })
+            .misfire(MisfirePolicy::CatchUp)
+            .starting_at(origin),
+        )
+        .unwrap();
+    timer.wait_idle();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [0, 10, 20, 30].map(Duration::from_secs)
+    );
+}
+
+#[test]
+fn r2_a_task_at_a_past_instant_reports_when_it_was_due_and_how_late() {
+    let (clock, timer) = manual();
+    let origin = timer.now();
+    clock.advance(60 * SEC);
+    let seen = Arc::new(Mutex::new(None));
+    let s = seen.clone();
+    let task = Task::at(origin + 20 * SEC, move |cx: &mut TaskContext<'_>| {
+        *s.lock().unwrap() = Some((cx.scheduled() - origin, cx.lateness()));
+    });
+    assert_eq!(task.deadline(), Some(origin + 20 * SEC));
+    timer.add_or_submit(task).unwrap();
+    assert_eq!(*seen.lock().unwrap(), Some((20 * SEC, 40 * SEC)));
+}
+
+#[test]
+fn r3_refused_adds_are_not_counted_as_rounded_up_periods() {
+    let (_clock, timer) = manual();
+    timer.shutdown();
+    let refused = timer.add_or_submit(Task::every(Duration::from_micros(1), || {}));
+    assert!(refused.is_err());
+    assert_eq!(timer.stats().added, 0);
+    assert_eq!(timer.stats().periods_rounded_up, 0, "nothing was added");
+}
+
+#[test]
+fn r3b_a_full_timer_counts_each_retry() {
+    let clock = ManualClock::new();
+    let timer = Timer::builder()
+        .clock(clock.clone())
+        .executor(Arc::new(InlineExecutor::new()))
+        .max_pending(1)
+        .build()
+        .unwrap();
+    let _first = timer.add_or_submit(Task::after(SEC, || {})).unwrap();
+    let mut task = Task::every(Duration::from_micros(1), || {});
+    for _ in 0..3 {
+        task = timer.add_or_submit(task).unwrap_err().into_task();
+    }
+    assert_eq!(
+        timer.stats().periods_rounded_up,
+        0,
+        "three refusals, no add"
+    );
+}
+
+#[test]
+fn r4_wait_idle_from_two_tasks_at_once_returns() {
+    let clock = ManualClock::new();
+    let timer = Arc::new(
+        Timer::builder()
+            .clock(clock.clone())
+            .threads(2)
+            .build()
+            .unwrap(),
+    );
+    let both = Arc::new(Barrier::new(2));
+    let (tx, rx) = mpsc::channel();
+    for _ in 0..2 {
+        let (weak, both, tx) = (Arc::downgrade(&timer), both.clone(), tx.clone());
+        timer
+            .add_or_submit(Task::after(MS, move || {
+                both.wait(); // both tasks are running
+                if let Some(t) = weak.upgrade() {
+                    t.wait_idle();
+                }
+                tx.send(()).unwrap();
+            }))
+            .unwrap();
+    }
+    clock.advance(MS);
+    for i in 0..2 {
+        if rx.recv_timeout(Duration::from_secs(10)).is_err() {
+            std::mem::forget(timer); // its drop would wait for the stuck tasks
+            panic!("task {i}: wait_idle inside a task never returned");
+        }
+    }
+}
+
+#[test]
+fn r4b_wait_idle_from_a_task_that_added_a_due_follow_up_on_one_thread() {
+    let clock = ManualClock::new();
+    let timer = Arc::new(
+        Timer::builder()
+            .clock(clock.clone())
+            .threads(1)
+            .build()
+            .unwrap(),
+    );
+    let (tx, rx) = mpsc::channel();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let (weak, r) = (Arc::downgrade(&timer), ran.clone());
+    timer
+        .add_or_submit(Task::after(MS, move |cx: &mut TaskContext<'_>| {
+            let r = r.clone();
+            cx.timer()
+                .add_or_submit(Task::after(Duration::ZERO, move || {
+                    r.fetch_add(1, SeqCst);
+                }))
+                .unwrap();
+            if let Some(t) = weak.upgrade() {
+                t.wait_idle();
+            }
+            tx.send(()).unwrap();
+        }))
+        .unwrap();
+    clock.advance(MS);
+    if rx.recv_timeout(Duration::from_secs(10)).is_err() {
+        std::mem::forget(timer); // its drop would wait for the stuck task
+        panic!("wait_idle inside a task never returned");
+    }
+}
+
+#[test]
+fn r5_scheduled_plus_lateness_is_not_after_the_start_of_the_run() {
+    let timer = Arc::new(
+        Timer::builder()
+            .executor(Arc::new(InlineExecutor::new()))
+            .build()
+            .unwrap(),
+    );
+    // A task on the tick thread (inline) that keeps it busy for a while.
+    let (started_tx, started) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel::<()>();
+    timer
+        .add_or_submit(Task::after(5 * MS, move || {
+            started_tx.send(()).unwrap();
+            release_rx.recv().unwrap();
+        }))
+        .unwrap();
+    started.recv().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let h = timer
+        .add_or_submit(Task::every(300 * MS, move |cx: &mut TaskContext<'_>| {
+            let now = cx.timer().now().unwrap();
+            let _ = tx.send((cx.scheduled(), cx.lateness(), now));
+            cx.stop();
+        }))
+        .unwrap();
+    std::thread::sleep(100 * MS);
+    release.send(()).unwrap();
+    let (scheduled, lateness, now) = rx.recv_timeout(Duration::from_secs(60)).expect("runs");
+    let give_up = Instant::now() + Duration::from_secs(60);
+    while !h.is_done() {
+        assert!(Instant::now() < give_up, "stopped itself: eventually done");
+        std::thread::yield_now();
+    }
+    assert!(
+        scheduled + lateness <= now,
+        "scheduled {:?} + lateness {lateness:?} is {:?} after the run's start",
+        scheduled,
+        (scheduled + lateness) - now
+    );
+}
+
+#[test]
+fn r7_run_due_respects_skip() {
+    let clock = ManualClock::new();
+    let timer = Timer::builder()
+        .clock(clock.clone())
+        .executor(Arc::new(Stalled::default()))
+        .build()
+        .unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    timer
+        .add_or_submit(
+            Task::every(SEC, move || {
+                r.fetch_add(1, SeqCst);
+            })
+            .misfire(MisfirePolicy::Skip),
+        )
+        .unwrap();
+    clock.advance(SEC); // due, stuck on its way to the executor
+    clock.advance(9 * SEC); // now 9 s (nine periods) late
+    let report = timer.shutdown_with(ShutdownOptions::new().run_due(true));
+    let stats = timer.stats();
+    assert_eq!(
+        (runs.load(SeqCst), report.ran_due, stats.skipped),
+        (0, 0, 10),
+        "a Skip task 9 periods late does not run; the ten missed grid points (1..=10 s) are skipped"
     );
 }

@@ -67,6 +67,7 @@ impl Sleep {
         let task = Task {
             when: When::Clock(self.deadline),
             work: Work::Wake(self.waiter.clone(), self.epoch),
+            route: None,
         };
         let added = if core.lifecycle.is_open() {
             crate::add::add(core, local::lease(core), task).ok()

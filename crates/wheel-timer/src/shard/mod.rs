@@ -57,6 +57,8 @@ pub(crate) struct Fire {
 pub(crate) struct Returned {
     pub(crate) deadline: u64,
     pub(crate) work: Work,
+    /// Its route word (its class and executor, see `route.rs`).
+    pub(crate) route: u32,
 }
 
 pub(crate) struct Shard {

@@ -202,7 +202,12 @@ impl Shard {
             } else {
                 s.deadline.load(Relaxed)
             };
-            out.push(Returned { deadline, work });
+            let route = self.slots.route(i).load(Relaxed);
+            out.push(Returned {
+                deadline,
+                work,
+                route,
+            });
             if old.state() != DUE {
                 bump(&self.in_lock.left);
             }

@@ -1,0 +1,315 @@
+//! Executors that protect each other (issue 13): slow classes move to the slow pool and come back,
+//! punctual tasks never wait behind a blocked one, tasks may name their executor, and the backlog
+//! handed to a stalled executor is bounded. Timing is on the manual clock: a "slow" run is one
+//! that moves the timer's clock while it runs, so every figure is exact.
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use support::MS;
+use tickwheel::{AddError, Executor, Isolation, Job, ManualClock, Task, TaskContext, Timer};
+
+const THRESHOLD: Duration = Duration::from_millis(50);
+const WINDOW: Duration = Duration::from_secs(1);
+
+fn isolating(clock: &ManualClock) -> Timer {
+    Timer::builder()
+        .name("iso")
+        .clock(clock.clone())
+        .threads(1) // one blocked run would stall a pool this small, unless it is isolated
+        .isolation(
+            Isolation::new()
+                .threshold(THRESHOLD)
+                .strikes(3)
+                .window(WINDOW)
+                .slow_threads(1),
+        )
+        .build()
+        .unwrap()
+}
+
+/// The name of the thread running the current task.
+fn thread_name() -> String {
+    thread::current().name().unwrap_or("").to_owned()
+}
+
+/// Adds a `report` task due in 1 ms that takes `runtime` of the timer's clock, and runs it.
+/// Returns the name of the thread it ran on.
+fn slow_report(clock: &ManualClock, timer: &Timer, runtime: Duration) -> String {
+    let (tx, rx) = mpsc::channel();
+    let c = clock.clone();
+    timer
+        .add_or_submit(
+            Task::after(MS, move || {
+                c.advance(runtime); // the run "takes" this long on the timer's clock
+                tx.send(thread_name()).unwrap();
+            })
+            .class("report"),
+        )
+        .unwrap();
+    clock.advance(MS);
+    let name = rx.recv_timeout(Duration::from_secs(60)).expect("ran");
+    timer.wait_idle();
+    name
+}
+
+/// Waits (real time, generously) until `count` reaches `n`.
+fn eventually(count: &AtomicUsize, n: usize) {
+    let give_up = Instant::now() + Duration::from_secs(60);
+    while count.load(SeqCst) < n {
+        assert!(
+            Instant::now() < give_up,
+            "stuck at {} of {n}",
+            count.load(SeqCst)
+        );
+        thread::yield_now();
+    }
+}
+
+#[test]
+fn a_slow_class_is_isolated_punctual_tasks_never_wait_behind_it_and_it_comes_back() {
+    let clock = ManualClock::new();
+    let timer = isolating(&clock);
+
+    // Three slow runs within the window: the class is isolated after the third.
+    for strike in 1..=3 {
+        let ran_on = slow_report(&clock, &timer, 100 * MS);
+        assert!(
+            ran_on.starts_with("iso-exec-"),
+            "strike {strike} ran on {ran_on}"
+        );
+        let isolated = timer.stats().isolated_classes;
+        assert_eq!(
+            isolated.is_empty(),
+            strike < 3,
+            "after strike {strike}: {isolated:?}"
+        );
+    }
+    assert_eq!(timer.stats().isolations, 1);
+
+    // A report run that blocks until the test lets it go runs on the slow pool ...
+    let (started_tx, started) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel::<()>();
+    timer
+        .add_or_submit(
+            Task::after(MS, move || {
+                started_tx.send(thread_name()).unwrap();
+                release_rx.recv().unwrap();
+            })
+            .class("report"),
+        )
+        .unwrap();
+    clock.advance(MS);
+    let blocked_on = started.recv_timeout(Duration::from_secs(60)).unwrap();
+    assert!(blocked_on.starts_with("iso-slow-exec-"), "{blocked_on}");
+
+    // ... while 10,000 punctual tasks due over the next 100 ms (100 per ms) all run on time.
+    let ran = Arc::new(AtomicUsize::new(0));
+    let late = Arc::new(AtomicUsize::new(0));
+    for i in 0..10_000u64 {
+        let (ran, late, c) = (ran.clone(), late.clone(), clock.clone());
+        let due = clock.elapsed() + (i / 100 + 1) as u32 * MS;
+        timer
+            .add_or_submit(Task::after(due - clock.elapsed(), move || {
+                // On time: the clock has not moved past its deadline.
+                if c.elapsed() != due {
+                    late.fetch_add(1, SeqCst);
+                }
+                ran.fetch_add(1, SeqCst);
+            }))
+            .unwrap();
+    }
+    for step in 1..=100 {
+        clock.advance(MS);
+        eventually(&ran, 100 * step); // none waits behind the blocked run
+    }
+    assert_eq!((ran.load(SeqCst), late.load(SeqCst)), (10_000, 0));
+    let stats = timer.stats();
+    assert_eq!(
+        (stats.handoff_max, stats.lateness_max),
+        (Duration::ZERO, Duration::ZERO)
+    );
+    release.send(()).unwrap();
+    timer.wait_idle();
+
+    // A whole window without a slow run: the class returns to the timer's pool.
+    clock.advance(WINDOW);
+    let back_on = slow_report(&clock, &timer, MS);
+    assert!(back_on.starts_with("iso-exec-"), "{back_on}");
+    let stats = timer.stats();
+    assert!(
+        stats.isolated_classes.is_empty(),
+        "{:?}",
+        stats.isolated_classes
+    );
+    assert_eq!(stats.slow_run_time.runs, 1, "the blocked run");
+    assert!(stats.run_time.runs >= 10_004);
+    assert_eq!(
+        stats.run_time.max,
+        100 * MS,
+        "the slow strikes, exact on the manual clock"
+    );
+}
+
+#[test]
+fn slow_runs_spread_wider_than_the_window_do_not_isolate() {
+    let clock = ManualClock::new();
+    let timer = isolating(&clock);
+    for _ in 0..5 {
+        slow_report(&clock, &timer, 100 * MS);
+        clock.advance(WINDOW); // two slow runs never fall within one window
+    }
+    let stats = timer.stats();
+    assert!(stats.isolated_classes.is_empty());
+    assert_eq!(stats.isolations, 0);
+}
+
+#[test]
+fn a_repeating_task_is_a_class_of_its_own() {
+    let clock = ManualClock::new();
+    let timer = isolating(&clock);
+    let threads = Arc::new(Mutex::new(Vec::new()));
+    let (t, c) = (threads.clone(), clock.clone());
+    let slow = timer
+        .add_or_submit(Task::every(10 * MS, move |cx: &mut TaskContext<'_>| {
+            t.lock().unwrap().push(thread_name());
+            if cx.run_count() <= 3 {
+                c.advance(60 * MS); // its first three runs are slow
+            }
+        }))
+        .unwrap();
+    // Unnamed one-shot tasks are another class: they stay on the timer's pool.
+    let (tx, rx) = mpsc::channel();
+    for _ in 0..8 {
+        clock.advance(10 * MS);
+        timer.wait_idle();
+    }
+    timer
+        .add_or_submit(Task::after(MS, move || tx.send(thread_name()).unwrap()))
+        .unwrap();
+    clock.advance(MS);
+    timer.wait_idle();
+    assert!(rx.recv().unwrap().starts_with("iso-exec-"));
+    let threads = threads.lock().unwrap().clone();
+    assert!(threads.len() >= 4, "{threads:?}");
+    assert!(
+        threads[..3].iter().all(|n| n.starts_with("iso-exec-")),
+        "{threads:?}"
+    );
+    assert!(threads[3].starts_with("iso-slow-exec-"), "{threads:?}");
+    assert_eq!(timer.stats().isolations, 1);
+    assert!(
+        timer.stats().isolated_classes.is_empty(),
+        "own classes are not listed"
+    );
+    assert!(slow.cancel());
+}
+
+#[test]
+fn without_isolation_every_task_stays_on_the_timers_pool() {
+    let clock = ManualClock::new();
+    let timer = Timer::builder()
+        .name("flat")
+        .clock(clock.clone())
+        .threads(2)
+        .no_isolation()
+        .build()
+        .unwrap();
+    for _ in 0..20 {
+        assert!(slow_report(&clock, &timer, Duration::from_secs(1)).starts_with("flat-exec-"));
+    }
+    let stats = timer.stats();
+    assert_eq!((stats.isolations, stats.run_time.runs), (0, 0));
+}
+
+/// Counts the jobs it is given and runs them on a thread of its own.
+#[derive(Default)]
+struct Counting(AtomicUsize);
+
+impl Executor for Counting {
+    fn execute(&self, job: Job) {
+        self.0.fetch_add(1, SeqCst);
+        thread::Builder::new()
+            .name("mine".to_owned())
+            .spawn(job)
+            .expect("a thread");
+    }
+}
+
+#[test]
+fn a_task_runs_on_the_executor_it_names() {
+    let clock = ManualClock::new();
+    let timer = isolating(&clock);
+    let mine = Arc::new(Counting::default());
+    let (tx, rx) = mpsc::channel();
+    for i in 0..3 {
+        let tx = tx.clone();
+        let task = Task::after(MS, move || tx.send((i, thread_name())).unwrap());
+        let task = if i == 1 { task } else { task.on(mine.clone()) };
+        timer.add_or_submit(task).unwrap();
+    }
+    clock.advance(MS);
+    timer.wait_idle();
+    let mut ran: Vec<(i32, String)> = rx.try_iter().collect();
+    ran.sort();
+    assert_eq!(ran.len(), 3);
+    assert_eq!(ran[0].1, "mine");
+    assert!(ran[1].1.starts_with("iso-exec-"));
+    assert_eq!(ran[2].1, "mine");
+    assert_eq!(mine.0.load(SeqCst), 2);
+}
+
+#[test]
+fn class_and_executor_come_back_with_a_returned_task() {
+    let clock = ManualClock::new();
+    let timer = isolating(&clock);
+    let mine: Arc<dyn Executor> = Arc::new(Counting::default());
+    timer
+        .add_or_submit(Task::after(MS, || {}).class("report").on(mine))
+        .unwrap();
+    let back = timer.shutdown();
+    assert_eq!(back[0].class_name(), Some("report"));
+}
+
+/// Keeps jobs without running them.
+#[derive(Default)]
+struct Stalled(Mutex<Vec<Job>>);
+
+impl Executor for Stalled {
+    fn execute(&self, job: Job) {
+        self.0.lock().unwrap().push(job);
+    }
+}
+
+#[test]
+fn max_pending_bounds_the_backlog_of_a_stalled_executor() {
+    let clock = ManualClock::new();
+    let stalled = Arc::new(Stalled::default());
+    let timer = Timer::builder()
+        .clock(clock.clone())
+        .executor(stalled.clone())
+        .max_pending(10)
+        .build()
+        .unwrap();
+    for _ in 0..10 {
+        timer
+            .add_or_submit(Task::after(Duration::ZERO, || {}))
+            .unwrap();
+    }
+    assert_eq!((timer.pending(), stalled.0.lock().unwrap().len()), (0, 10));
+    let refused = timer.add_or_submit(Task::after(Duration::ZERO, || {}));
+    assert!(matches!(refused, Err(AddError::Full(_))), "{refused:?}");
+    let refused = timer.add_or_submit(Task::after(Duration::from_secs(1), || {}));
+    assert!(matches!(refused, Err(AddError::Full(_))), "{refused:?}");
+    // The pool catches up: room again.
+    for job in stalled.0.lock().unwrap().drain(..) {
+        job();
+    }
+    timer
+        .add_or_submit(Task::after(Duration::ZERO, || {}))
+        .unwrap();
+}
