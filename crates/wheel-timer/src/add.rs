@@ -29,6 +29,7 @@ use crate::handle::TimerHandle;
 use crate::local::Lease;
 use crate::loom::atomic::{Ordering::*, fence};
 use crate::ring;
+use crate::route::{DEFAULT_ROUTE, SELF_CLASS};
 use crate::shard::Shard;
 use crate::task::{Task, When, Work};
 use crate::word::{DUE, PERIODIC, QUEUED, STAMPED, WAKE, Word};
@@ -55,7 +56,7 @@ enum Plan {
 pub(crate) fn add(core: &Arc<Core>, lease: Lease, task: Task) -> Result<TimerHandle, AddError> {
     let shard = lease.shard();
     let Task { when, work, route } = task;
-    let plan = plan(shard, core, when);
+    let plan = plan(shard, core, &when);
     let waiting = !matches!(plan, Plan::Due { .. });
     let admitted = match core.max_pending {
         // A future cannot be handed back: it is never refused (it still counts as pending).
@@ -83,8 +84,11 @@ pub(crate) fn add(core: &Arc<Core>, lease: Lease, task: Task) -> Result<TimerHan
     };
     s.deadline.store(deadline, Relaxed);
     s.meant.store(meant, Relaxed);
-    let repeating = matches!(work, Work::Every(_));
-    let route_word = core.routes.word_of(route.as_deref(), repeating);
+    let route_word = match &route {
+        None if matches!(work, Work::Every(_)) => SELF_CLASS,
+        None => DEFAULT_ROUTE,
+        Some(spec) => core.routes.word_of(spec, matches!(work, Work::Every(_))),
+    };
     shard.slots.route(i).store(route_word, Relaxed);
     let word = Word::occupied(generation, state, flags);
     vacant.publish(word, work);
@@ -147,9 +151,9 @@ fn file_now(shard: &Shard, core: &Arc<Core>, i: u32, generation: u32, plan: Plan
 
 /// When the task of `when` is due, reading the clock only if it must (see the module docs).
 #[inline(always)]
-fn plan(shard: &Shard, core: &Core, when: When) -> Plan {
+fn plan(shard: &Shard, core: &Core, when: &When) -> Plan {
     let clock = core.clock.as_ref();
-    match when {
+    match *when {
         When::After(d) => {
             let delay = duration_to_ns(d);
             if delay >= core.short_ns && !core.exact {
@@ -169,7 +173,8 @@ fn plan(shard: &Shard, core: &Core, when: When) -> Plan {
                 }
             }
         }
-        When::At(at) | When::Returned { at, .. } => stamped(shard, core, core.ns_of(at)),
+        When::At(at) => stamped(shard, core, core.ns_of(at)),
+        When::Returned(ref r) => stamped(shard, core, core.ns_of(r.0)),
         When::Clock(deadline) => stamped(shard, core, deadline),
     }
 }

@@ -249,21 +249,21 @@ impl Routes {
         routes
     }
 
-    /// The route word of a task with `spec` (interned on first use), repeating or not.
-    pub(crate) fn word_of(&self, spec: Option<&RouteSpec>, repeating: bool) -> u32 {
+    /// The route word of a task that names `spec` (interned on first use), repeating or not.
+    /// (A task that names nothing is [`DEFAULT_ROUTE`] or [`SELF_CLASS`], decided inline by the
+    /// add.)
+    #[cold]
+    pub(crate) fn word_of(&self, spec: &RouteSpec, repeating: bool) -> u32 {
         match spec {
-            None
-            | Some(RouteSpec {
+            RouteSpec {
                 class: None,
                 executor: None,
-            }) => {
-                if repeating {
-                    SELF_CLASS
-                } else {
-                    DEFAULT_ROUTE
-                }
-            }
-            Some(spec) => self.intern(spec),
+            } if repeating => SELF_CLASS,
+            RouteSpec {
+                class: None,
+                executor: None,
+            } => DEFAULT_ROUTE,
+            spec => self.intern(spec),
         }
     }
 

@@ -120,10 +120,10 @@ impl Core {
         let tasks = back
             .into_iter()
             .map(|r| Task {
-                when: When::Returned {
-                    at: self.instant_of(r.deadline),
-                    remaining: Duration::from_nanos(r.deadline.saturating_sub(now)),
-                },
+                when: When::Returned(Box::new((
+                    self.instant_of(r.deadline),
+                    Duration::from_nanos(r.deadline.saturating_sub(now)),
+                ))),
                 work: r.work,
                 route: self.routes.spec_of(r.route),
             })

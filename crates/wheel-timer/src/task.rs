@@ -29,18 +29,16 @@ pub enum MisfirePolicy {
 }
 
 /// When a task is due.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) enum When {
     After(Duration),
     At(Instant),
     /// At this reading of the timer's clock (the futures, which keep their deadline exactly).
     Clock(u64),
-    /// Handed back by `shutdown`: due at `at`, which was `remaining` after the shutdown's clock
-    /// reading. Added again, it is due at `at`.
-    Returned {
-        at: Instant,
-        remaining: Duration,
-    },
+    /// Handed back by `shutdown`: due at `.0`, which was `.1` after the shutdown's clock
+    /// reading. Added again, it is due at `.0`. (Boxed: a `Task` moves by value on the add path,
+    /// and this keeps it small.)
+    Returned(Box<(Instant, Duration)>),
 }
 
 /// How a repeating task's next run is found.
@@ -299,7 +297,8 @@ impl Task {
     /// anchored by an add.
     pub fn deadline(&self) -> Option<Instant> {
         match self.when {
-            When::At(at) | When::Returned { at, .. } => Some(at),
+            When::At(at) => Some(at),
+            When::Returned(ref r) => Some(r.0),
             When::After(_) | When::Clock(_) => None,
         }
     }
@@ -311,7 +310,8 @@ impl Task {
     /// means nothing in another process. `None` for a task made with [`at`](Self::at).
     pub fn remaining(&self) -> Option<Duration> {
         match self.when {
-            When::After(d) | When::Returned { remaining: d, .. } => Some(d),
+            When::After(d) => Some(d),
+            When::Returned(ref r) => Some(r.1),
             When::At(_) | When::Clock(_) => None,
         }
     }
