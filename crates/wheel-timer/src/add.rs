@@ -69,6 +69,7 @@ pub(crate) fn add(core: &Arc<Core>, lease: Lease, task: Task) -> Result<TimerHan
     let vacant = if admitted { shard.slots.alloc() } else { None };
     let Some(vacant) = vacant else {
         shard.count_rejected();
+        crate::trace::refused("full");
         return Err(AddError::Full(Task { when, work, route }));
     };
     let (s, i, generation) = (vacant.slot(), vacant.index, vacant.generation);
@@ -103,6 +104,7 @@ pub(crate) fn add(core: &Arc<Core>, lease: Lease, task: Task) -> Result<TimerHan
         && let Some((_, work)) = s.take(generation, |w| w == word, Word::vacated)
     {
         shard.slots.release(i);
+        crate::trace::refused("shut down");
         return Err(AddError::Shutdown(Task { when, work, route }));
     }
     shard.count_added(waiting);

@@ -182,6 +182,7 @@ impl Core {
 
     /// Hands the job of `fire` to `executor` (which is `pool`).
     pub(crate) fn send(self: &Arc<Self>, fire: Fire, executor: &Arc<dyn Executor>, pool: Pool) {
+        let _span = crate::trace::handoff(fire.shard, fire.slot, pool);
         // Counted until the job is dropped, whether it ran or an executor discarded it.
         let job = Queued::new(self);
         let _ = crate::panic::catch(|| {

@@ -104,7 +104,7 @@ fn record_run(core: &Core, fire: Fire, pool: Pool, started: u64, end: u64, own: 
     let word = side.load(Relaxed);
     match own {
         Some(class) if word & SELF_CLASS != 0 => {
-            let isolated = class.record(&iso, ran, end, isolations);
+            let isolated = class.record("(a repeating task's own)", &iso, ran, end, isolations);
             let now = if isolated {
                 SELF_CLASS | SELF_ISOLATED
             } else {
@@ -116,7 +116,7 @@ fn record_run(core: &Core, fire: Fire, pool: Pool, started: u64, end: u64, own: 
         }
         _ => {
             if let Some(route) = core.routes.route(word) {
-                route.class.record(&iso, ran, end, isolations);
+                route.class.record(route.name(), &iso, ran, end, isolations);
             }
         }
     }
@@ -146,6 +146,7 @@ impl Periodic<'_> {
                 && late >= period.saturating_add(core.tick_ns)
             {
                 core.skipped.fetch_add(1, Relaxed);
+                crate::trace::skipped(1);
             } else {
                 core.count_run(late);
                 repeat.runs += 1;
@@ -177,6 +178,7 @@ impl Periodic<'_> {
             };
             if skipped > 0 {
                 core.skipped.fetch_add(skipped, Relaxed);
+                crate::trace::skipped(skipped);
             }
             match next {
                 Some(next)

@@ -13,6 +13,9 @@
 //! - `max_pending` backpressure refuses an add with an error that hands the task back.
 //! - [`Timer::shutdown`] returns every task that never ran; calling it from a task is fine.
 //! - A [`ManualClock`] drives the same code in tests: days of timers in milliseconds.
+//! - Slow classes of tasks move to a slow pool so punctual ones never wait behind them
+//!   ([`Isolation`]); a task may name its own executor; timers share one pool by default.
+//! - Optional `tracing` events and spans (the `tracing` feature).
 //! - Futures for any async runtime: [`Timer::sleep`], [`Timer::timeout`], [`Timer::interval`],
 //!   woken by the tick thread directly, cancelled when dropped.
 //!
@@ -63,6 +66,7 @@ mod slots;
 mod stats;
 mod task;
 mod timer;
+mod trace;
 mod word;
 
 pub use builder::{MIN_TICK, TimerBuilder};

@@ -127,13 +127,14 @@ impl Class {
     /// isolated afterwards (and counts a new isolation in `isolations`).
     pub(crate) fn record(
         &self,
+        name: &str,
         iso: &IsolationNs,
         ran: u64,
         end: u64,
         isolations: &AtomicU64,
     ) -> bool {
         if ran <= iso.threshold {
-            return self.is_isolated(iso, end);
+            return self.is_isolated(name, iso, end);
         }
         self.last_slow.fetch_max(end, Relaxed);
         let mut slow = self.slow.lock();
@@ -147,13 +148,14 @@ impl Class {
             && !self.isolated.swap(true, Relaxed)
         {
             isolations.fetch_add(1, Relaxed);
+            crate::trace::isolation(name, true);
         }
         self.isolated.load(Relaxed)
     }
 
     /// Whether the class is isolated at clock time `now`: it returns to the timer's pool once a
     /// whole window passed without a slow run.
-    pub(crate) fn is_isolated(&self, iso: &IsolationNs, now: u64) -> bool {
+    pub(crate) fn is_isolated(&self, name: &str, iso: &IsolationNs, now: u64) -> bool {
         if !self.isolated.load(Relaxed) {
             return false;
         }
@@ -161,7 +163,9 @@ impl Class {
             return true;
         }
         self.slow.lock().clear();
-        self.isolated.store(false, Relaxed);
+        if self.isolated.swap(false, Relaxed) {
+            crate::trace::isolation(name, false);
+        }
         false
     }
 }
@@ -200,6 +204,13 @@ type RouteKey = (Option<Arc<str>>, usize);
 pub(crate) struct Route {
     spec: RouteSpec,
     pub(crate) class: Class,
+}
+
+impl Route {
+    /// Its class's name (`""`: the default class).
+    pub(crate) fn name(&self) -> &str {
+        self.spec.class.as_deref().unwrap_or("")
+    }
 }
 
 /// Which executor a job was sent to (for the run-time statistics).
@@ -321,7 +332,7 @@ impl Routes {
             (None, _) => false,
             (Some(_), None) => word & SELF_ISOLATED != 0,
             (Some(iso), Some(r)) => {
-                r.class.isolated.load(Relaxed) && r.class.is_isolated(&iso, now())
+                r.class.isolated.load(Relaxed) && r.class.is_isolated(r.name(), &iso, now())
             }
         };
         match isolated.then(|| self.slow_pool()).flatten() {
@@ -359,8 +370,8 @@ impl Routes {
         };
         (0..self.len.load(Acquire))
             .filter_map(|id| self.table.get(id as usize)?.get())
-            .filter(|r| r.class.is_isolated(&iso, now))
-            .map(|r| r.spec.class.as_deref().unwrap_or("").to_owned())
+            .filter(|r| r.class.is_isolated(r.name(), &iso, now))
+            .map(|r| r.name().to_owned())
             .collect()
     }
 }

@@ -372,6 +372,7 @@ pub(crate) fn add_to(core: &Arc<Core>, task: Task) -> Result<TimerHandle, AddErr
         _ => false,
     };
     if !core.lifecycle.is_open() {
+        crate::trace::refused("shut down");
         return Err(AddError::Shutdown(task));
     }
     let added = crate::add::add(core, local::lease(core), task);
