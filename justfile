@@ -19,7 +19,7 @@ main:
 demo:
     cargo run --release -p tickwheel-wheel --example demo
 
-# The comparative benchmark program, full mode: writes docs/benchmarks.md and docs/w4-growth.svg.
+# The comparative benchmark program, full mode: writes docs/benchmarks.md and its charts (docs/*.svg).
 bench:
     cargo run --release -p wheel-benches --bin wheelbench
 

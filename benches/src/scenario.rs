@@ -1,7 +1,7 @@
 //! Scenarios: the workloads run over every implementation, best of a few repetitions, as tables.
 //!
 //! A [`Scenario`] is one workload with an id (`W1`...), a title and a `run` that returns an
-//! [`Outcome`]: tables, chart series and target checks. The `wheelbench` program runs the ones
+//! [`Outcome`]: tables, charts and target checks. The `wheelbench` program runs the ones
 //! selected with `--only`. The threaded `Timer` scenarios (W6–W8, on the real clock) are in the
 //! `service` submodule; W9, the steady-state server, in `steady`; W10, the demo through the
 //! service, in `demo`; W11, the futures under tokio, in `futures`; W12, slow tasks among punctual
@@ -28,7 +28,7 @@ use crate::impls::heap::LazyHeap;
 use crate::impls::hhwt::{Hhwt, HhwtCancel};
 use crate::impls::pq::Pq;
 use crate::report::{self, Table};
-use crate::svg::Series;
+use crate::svg::{Chart, Series};
 use crate::workloads::{
     self, ChurnParams, ChurnResult, Job, MemoryResult, SEED, Timing, UniformParams,
 };
@@ -123,8 +123,8 @@ pub struct Check {
 pub struct Outcome {
     /// Result tables.
     pub tables: Vec<Table>,
-    /// Lines for a chart (W4's growth chart), empty if none.
-    pub chart: Vec<Series>,
+    /// Charts drawn from this run (written next to the report).
+    pub charts: Vec<Chart>,
     /// Targets checked.
     pub checks: Vec<Check>,
 }
@@ -678,6 +678,7 @@ impl Scenario for Growth {
         let mut list = contenders().to_vec();
         list.push(contender::<FlatWheel<u64>>());
         let mut flat_last = None;
+        let mut series: Vec<Series> = Vec::new();
         for c in &list {
             let is_flat = c.name == FlatWheel::<u64>::NAME;
             let mut row = vec![c.name.to_owned()];
@@ -716,7 +717,7 @@ impl Scenario for Growth {
                 _ => "-".to_owned(),
             };
             if let (true, Some(&(_, a)), Some(&(_, b))) =
-                (out.chart.is_empty(), points.first(), points.last())
+                (series.is_empty(), points.first(), points.last())
             {
                 out.checks.push(Check {
                     workload: "W4",
@@ -731,11 +732,20 @@ impl Scenario for Growth {
             }
             row.push(growth);
             t.rows.push(row);
-            out.chart.push(Series {
+            series.push(Series {
                 name: c.name.to_owned(),
                 points,
             });
         }
+        out.charts.push(Chart {
+            file: "w4-growth.svg",
+            title: "W4: ns per timer (insert + fire, stepped) vs pending timers".to_owned(),
+            x_label: "timers (N)".to_owned(),
+            y_label: "ns per timer".to_owned(),
+            log_x: true,
+            log_y: true,
+            series,
+        });
         if sizes.len() < all_sizes.len() {
             t.note("10M: not run in --quick mode (run without --quick)");
         }

@@ -368,6 +368,8 @@ pub struct AccuracyResult {
     pub early: usize,
     /// The timer's own lateness histogram (`stats()`), p50/p99/max.
     pub stats: Lateness,
+    /// The distribution measured by the tasks: (percentile, lateness ns) at a few percentiles.
+    pub percentiles: Vec<(f64, i64)>,
 }
 
 /// Not run yet, in a lateness slot.
@@ -458,6 +460,14 @@ pub fn accuracy(n: usize, spread: Duration, lead: Duration, seed: u64) -> Accura
         measured: Lateness::of_sorted(&sorted),
         min: sorted[0],
         early,
+        percentiles: [1.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9, 100.0]
+            .iter()
+            .map(|&q| {
+                let rank =
+                    ((sorted.len() as f64 * q / 100.0).ceil() as usize).clamp(1, sorted.len());
+                (q, sorted[rank - 1])
+            })
+            .collect(),
         stats: Lateness {
             p50: ns(s.lateness_p50),
             p99: ns(s.lateness_p99),

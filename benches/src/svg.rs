@@ -1,8 +1,10 @@
-//! A hand-written SVG line chart (log-scale x axis) for W4's ns-per-timer-versus-N figure.
+//! The report's charts, drawn with `plotters` as SVG (text as `<text>` elements: no font
+//! libraries needed). Log axes are drawn as linear axes over log10 of the values, labelled with
+//! the values themselves.
 
-use std::fmt::Write as _;
+use plotters::prelude::*;
 
-/// One line of the chart: a name and `(x, y)` points with `x > 0`.
+/// One line of a chart: a name and `(x, y)` points (positive where the axis is logarithmic).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Series {
     /// Legend label.
@@ -11,149 +13,131 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
-const W: f64 = 760.0;
-const H: f64 = 440.0;
-const LEFT: f64 = 70.0;
-const RIGHT: f64 = 250.0;
-const TOP: f64 = 40.0;
-const BOTTOM: f64 = 60.0;
-const COLORS: [&str; 8] = [
-    "#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-];
+/// A chart of a workload, written next to the report as `file`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Chart {
+    /// File name, e.g. `w4-growth.svg`.
+    pub file: &'static str,
+    /// Caption.
+    pub title: String,
+    /// Axis descriptions.
+    pub x_label: String,
+    /// Axis descriptions.
+    pub y_label: String,
+    /// Logarithmic axes.
+    pub log_x: bool,
+    /// Logarithmic axes.
+    pub log_y: bool,
+    /// Lines, one per implementation.
+    pub series: Vec<Series>,
+}
 
-/// An SVG document: log10 x axis, log10 y axis (the figures span orders of magnitude), one
-/// polyline with markers per series, a legend on the right.
-pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> String {
-    let pts = series.iter().flat_map(|s| s.points.iter().copied());
-    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
-    for (x, y) in pts {
-        x0 = x0.min(x);
-        x1 = x1.max(x);
-        y0 = y0.min(y);
-        y1 = y1.max(y);
+/// `v` on an axis: log10 of it on a logarithmic one.
+fn axis(v: f64, log: bool) -> f64 {
+    if log {
+        v.max(f64::MIN_POSITIVE).log10()
+    } else {
+        v
     }
-    if x0 > x1 {
-        (x0, x1, y0, y1) = (1.0, 10.0, 1.0, 10.0);
-    }
-    let (lx0, lx1) = (
-        x0.log10().floor(),
-        x1.log10().ceil().max(x0.log10().floor() + 1.0),
-    );
-    let (ly0, ly1) = (
-        y0.max(1e-3).log10().floor(),
-        y1.max(1e-3)
-            .log10()
-            .ceil()
-            .max(y0.max(1e-3).log10().floor() + 1.0),
-    );
-    let pw = W - LEFT - RIGHT;
-    let ph = H - TOP - BOTTOM;
-    let px = |x: f64| LEFT + (x.log10() - lx0) / (lx1 - lx0) * pw;
-    let py = |y: f64| TOP + ph - (y.max(1e-3).log10() - ly0) / (ly1 - ly0) * ph;
+}
 
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(s, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
-    let _ = writeln!(
-        s,
-        r#"<text x="{}" y="22" text-anchor="middle" font-size="15">{}</text>"#,
-        LEFT + pw / 2.0,
-        esc(title)
-    );
-    // Grid and tick labels at each power of ten.
-    for e in lx0 as i32..=lx1 as i32 {
-        let x = px(10f64.powi(e));
-        let _ = writeln!(
-            s,
-            r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#ddd"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
-            TOP + ph,
-            TOP + ph + 18.0,
-            pow10_label(e)
-        );
+/// The label of axis position `v`.
+fn label(v: f64, log: bool) -> String {
+    let x = if log { 10f64.powf(v) } else { v };
+    // Two significant digits at most: a log axis's ticks fall between decades too.
+    let short = |x: f64| {
+        if x >= 10.0 {
+            format!("{:.0}", x)
+        } else if x >= 1.0 {
+            format!("{}", (x * 10.0).round() / 10.0)
+        } else {
+            format!("{}", (x * 100.0).round() / 100.0)
+        }
+    };
+    if x >= 1e6 {
+        format!("{}M", short(x / 1e6))
+    } else if x >= 1e3 {
+        format!("{}k", short(x / 1e3))
+    } else {
+        short(x)
     }
-    for e in ly0 as i32..=ly1 as i32 {
-        let y = py(10f64.powi(e));
-        let _ = writeln!(
-            s,
-            r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
-            LEFT + pw,
-            LEFT - 6.0,
-            y + 4.0,
-            pow10_label(e)
-        );
+}
+
+/// The range an axis shows for `values`: whole decades on a log axis, from 0 on a linear one.
+fn range(values: impl Iterator<Item = f64>, log: bool) -> std::ops::Range<f64> {
+    let (lo, hi) = values.fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)));
+    if lo > hi {
+        return 0.0..1.0;
     }
-    let _ = writeln!(
-        s,
-        r##"<rect x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}" fill="none" stroke="#333"/>"##
-    );
-    let _ = writeln!(
-        s,
-        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-        LEFT + pw / 2.0,
-        H - 18.0,
-        esc(x_label)
-    );
-    let _ = writeln!(
-        s,
-        r#"<text transform="translate(18 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
-        TOP + ph / 2.0,
-        esc(y_label)
-    );
-    for (i, ser) in series.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        let path: Vec<String> = ser
+    if log {
+        lo.floor()..hi.ceil().max(lo.floor() + 1.0)
+    } else {
+        0f64.min(lo)..hi * 1.1 + f64::EPSILON
+    }
+}
+
+/// The chart as an SVG document.
+///
+/// # Errors
+///
+/// If plotters fails to draw it (the message says why).
+pub fn render(chart: &Chart) -> Result<String, String> {
+    let mut svg = String::new();
+    draw(chart, &mut svg).map_err(|e| format!("{}: {e}", chart.file))?;
+    Ok(svg)
+}
+
+fn draw<'a>(chart: &Chart, svg: &'a mut String) -> Result<(), Box<dyn std::error::Error + 'a>> {
+    let root = SVGBackend::with_string(svg, (800, 460)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (lx, ly) = (chart.log_x, chart.log_y);
+    let points = || chart.series.iter().flat_map(|s| s.points.iter().copied());
+    let xs = range(points().map(|(x, _)| axis(x, lx)), lx);
+    let ys = range(points().map(|(_, y)| axis(y, ly)), ly);
+    // On a log axis, a label per decade.
+    let labels = |r: &std::ops::Range<f64>, log: bool| {
+        if log {
+            (r.end - r.start) as usize + 1
+        } else {
+            10
+        }
+    };
+    let (nx, ny) = (labels(&xs, lx), labels(&ys, ly));
+    let mut c = ChartBuilder::on(&root)
+        .caption(&chart.title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(65)
+        .build_cartesian_2d(xs, ys)?;
+    c.configure_mesh()
+        .x_desc(chart.x_label.as_str())
+        .y_desc(chart.y_label.as_str())
+        .x_labels(nx)
+        .y_labels(ny)
+        .x_label_formatter(&|v| label(*v, lx))
+        .y_label_formatter(&|v| label(*v, ly))
+        .draw()?;
+    for (i, s) in chart.series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let pts: Vec<(f64, f64)> = s
             .points
             .iter()
-            .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
+            .map(|&(x, y)| (axis(x, lx), axis(y, ly)))
             .collect();
-        let _ = writeln!(
-            s,
-            r#"<polyline fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
-            path.join(" ")
-        );
-        for &(x, y) in &ser.points {
-            let _ = writeln!(
-                s,
-                r#"<circle cx="{:.1}" cy="{:.1}" r="3.5" fill="{color}"><title>{}: {} ns at N={}</title></circle>"#,
-                px(x),
-                py(y),
-                esc(&ser.name),
-                crate::report::ns(y),
-                x
-            );
-        }
-        let ly = TOP + 10.0 + 20.0 * i as f64;
-        let lx = W - RIGHT + 15.0;
-        let _ = writeln!(
-            s,
-            r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="3"/><text x="{}" y="{}">{}</text>"#,
-            lx + 22.0,
-            lx + 28.0,
-            ly + 4.0,
-            esc(&ser.name)
-        );
+        c.draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))?
+            .label(s.name.as_str())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
+        c.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
     }
-    s.push_str("</svg>\n");
-    s
-}
-
-fn pow10_label(e: i32) -> String {
-    match e {
-        i32::MIN..=-1 => format!("{}", 10f64.powi(e)),
-        0..=2 => format!("{}", 10i64.pow(e as u32)),
-        3..=5 => format!("{}k", 10i64.pow(e as u32 - 3)),
-        6..=8 => format!("{}M", 10i64.pow(e as u32 - 6)),
-        _ => format!("1e{e}"),
-    }
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
+    c.configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -161,22 +145,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn chart_has_one_line_per_series() {
-        let series = vec![
-            Series {
-                name: "a<b".into(),
+    fn a_chart_renders_with_its_labels_and_lines() {
+        let chart = Chart {
+            file: "t.svg",
+            title: "W4 growth".to_owned(),
+            x_label: "N".to_owned(),
+            y_label: "ns".to_owned(),
+            log_x: true,
+            log_y: true,
+            series: vec![Series {
+                name: "ours".to_owned(),
                 points: vec![(1e4, 50.0), (1e6, 80.0)],
-            },
-            Series {
-                name: "c".into(),
-                points: vec![(1e4, 300.0)],
-            },
-        ];
-        let svg = line_chart("t", "N", "ns", &series);
-        assert!(svg.starts_with("<svg"));
-        assert!(svg.trim_end().ends_with("</svg>"));
-        assert_eq!(svg.matches("<polyline").count(), 2);
-        assert!(svg.contains("a&lt;b"));
-        assert!(svg.contains(">10k<") && svg.contains(">1M<"));
+            }],
+        };
+        let svg = render(&chart).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("W4 growth") && svg.contains("ours"));
+        assert!(svg.contains("<polyline"), "a line is drawn");
+        assert_eq!(label(4.0, true), "10k");
+        assert_eq!(label(6.0, true), "1M");
     }
 }

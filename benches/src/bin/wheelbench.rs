@@ -1,4 +1,4 @@
-//! `wheelbench`: runs the comparative workloads and writes `docs/benchmarks.md` with a W4 chart.
+//! `wheelbench`: runs the comparative workloads and writes `docs/benchmarks.md` with its charts.
 //!
 //! ```text
 //! cargo run --release -p wheel-benches --bin wheelbench -- [--quick] [--n N] [--only W1,W2]
@@ -28,7 +28,7 @@ usage: wheelbench [--quick] [--n N] [--only W1,W2,...] [--out PATH] [--no-write]
   --only LIST  run only these workloads (W1..W12), comma-separated
   --out PATH   where to write the Markdown report (default, full runs only:
                <workspace>/docs/benchmarks.md);
-               the W4 chart goes next to it as w4-growth.svg
+               its charts (SVG) go next to it
   --no-write   print only, write nothing
   -h, --help   this message";
 
@@ -177,37 +177,23 @@ fn main() -> ExitCode {
     println!("total time: {total:.1} s");
 
     if args.write {
-        let chart = sections
-            .iter()
-            .find(|(id, _, o)| id == "W4" && !o.chart.is_empty())
-            .map(|(_, _, o)| {
-                svg::line_chart(
-                    "W4: ns per timer (insert + fire) vs pending timers",
-                    "timers (N, log scale)",
-                    "ns per timer (log scale)",
-                    &o.chart,
-                )
-            });
-        let svg_path = args.out.with_file_name("w4-growth.svg");
-        let md = markdown(
-            &command,
-            &machine,
-            &args.cfg,
-            total,
-            &sections,
-            &targets,
-            chart.is_some(),
-        );
-        if let Err(e) = write(&args.out, &md).and_then(|()| match &chart {
-            Some(c) => write(&svg_path, c),
-            None => Ok(()),
-        }) {
-            eprintln!("wheelbench: {e}");
-            return ExitCode::FAILURE;
+        let md = markdown(&command, &machine, &args.cfg, total, &sections, &targets);
+        let mut files = vec![(args.out.clone(), md)];
+        for chart in sections.iter().flat_map(|(_, _, o)| &o.charts) {
+            match svg::render(chart) {
+                Ok(doc) => files.push((args.out.with_file_name(chart.file), doc)),
+                Err(e) => {
+                    eprintln!("wheelbench: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
         }
-        println!("wrote {}", args.out.display());
-        if chart.is_some() {
-            println!("wrote {}", svg_path.display());
+        for (path, text) in &files {
+            if let Err(e) = write(path, text) {
+                eprintln!("wheelbench: {e}");
+                return ExitCode::FAILURE;
+            }
+            println!("wrote {}", path.display());
         }
     }
     ExitCode::SUCCESS
@@ -248,7 +234,6 @@ fn markdown(
     total: f64,
     sections: &[(String, String, Outcome)],
     targets: &Table,
-    chart: bool,
 ) -> String {
     let mut md = String::from("# Benchmarks\n\n");
     md.push_str(
@@ -277,8 +262,8 @@ fn markdown(
             md.push_str(&t.to_markdown());
             md.push('\n');
         }
-        if id == "W4" && chart {
-            md.push_str("![W4: ns per timer vs N](w4-growth.svg)\n");
+        for c in &o.charts {
+            md.push_str(&format!("![{}]({})\n", c.title, c.file));
         }
     }
     md

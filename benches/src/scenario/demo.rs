@@ -227,7 +227,7 @@ impl Scenario for Demo {
         // run itself (it aborts otherwise).
         Outcome {
             tables: vec![t],
-            chart: Vec::new(),
+            charts: Vec::new(),
             checks: Vec::new(),
         }
     }

@@ -6,6 +6,7 @@ use super::{Check, Config, Outcome, Scenario};
 use crate::mutex_heap::MutexHeapTimer;
 use crate::report::{self, Table};
 use crate::service::{self, AddCancel, Lateness, TIMER_NAME};
+use crate::svg::{Chart, Series};
 use crate::workloads::SEED;
 
 /// W6: adds and cancels from 1, 2 and 4 threads, and the latency of single adds.
@@ -59,6 +60,9 @@ impl Scenario for Threads {
         );
         let mut out = Outcome::default();
         let mut ratios = Vec::new();
+        // ns per pair by threads, for the chart: (ours, baseline) per shape with nothing else
+        // pending and cancels at once.
+        let mut by_threads: [Vec<(f64, f64)>; 2] = [Vec::new(), Vec::new()];
         let shapes = [
             (1, 0, 0),
             (2, 0, 0),
@@ -88,6 +92,10 @@ impl Scenario for Threads {
                 base = base.min(service::add_cancel_baseline(shape));
             }
             let pairs = (threads * ops) as f64;
+            if bg == 0 && window == 0 {
+                by_threads[0].push((threads as f64, ours.as_nanos() as f64 / pairs));
+                by_threads[1].push((threads as f64, base.as_nanos() as f64 / pairs));
+            }
             let ratio = base.as_secs_f64() / ours.as_secs_f64();
             ratios.push((shape, ratio));
             for (name, d, r) in [
@@ -125,6 +133,25 @@ impl Scenario for Threads {
                 met: Some(r >= want),
             });
         }
+        let [ours, base] = by_threads;
+        out.charts.push(Chart {
+            file: "w6-threads.svg",
+            title: "W6: ns per add + cancel pair by adding threads (wall time / pairs)".to_owned(),
+            x_label: "adding threads".to_owned(),
+            y_label: "ns per pair".to_owned(),
+            log_x: false,
+            log_y: true,
+            series: vec![
+                Series {
+                    name: TIMER_NAME.to_owned(),
+                    points: ours,
+                },
+                Series {
+                    name: MutexHeapTimer::NAME.to_owned(),
+                    points: base,
+                },
+            ],
+        });
         let (one, two) = (ratio_of(1, 0), ratio_of(2, 0));
         out.checks.push(Check {
             workload: "W6",
@@ -314,6 +341,25 @@ impl Scenario for Accuracy {
             secs(spread)
         ));
         let r = service::accuracy(n, spread, lead, SEED);
+        let chart = Chart {
+            file: "w8-lateness.svg",
+            title: format!(
+                "W8: lateness of {} real-clock timers by percentile (tick 1 ms)",
+                report::count(n)
+            ),
+            x_label: "percentile".to_owned(),
+            y_label: "lateness ms".to_owned(),
+            log_x: false,
+            log_y: true,
+            series: vec![Series {
+                name: TIMER_NAME.to_owned(),
+                points: r
+                    .percentiles
+                    .iter()
+                    .map(|&(q, ns)| (q, (ns as f64 / 1e6).max(1e-3)))
+                    .collect(),
+            }],
+        };
         let mut t = Table::new(
             format!(
                 "W8 accuracy, {} timers due uniformly over {}, tick 1 ms",
@@ -372,6 +418,7 @@ impl Scenario for Accuracy {
             met: Some(r.early == 0),
         });
         out.tables.push(t);
+        out.charts.push(chart);
         out
     }
 }

@@ -250,7 +250,7 @@ impl Scenario for Slow {
         let tick_plus_2ms = 3_000_000;
         Outcome {
             tables: vec![t],
-            chart: Vec::new(),
+            charts: Vec::new(),
             checks: vec![Check {
                 workload: "W12",
                 target: "isolation on: short tasks' p99 lateness <= tick + 2 ms".to_owned(),

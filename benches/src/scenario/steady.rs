@@ -246,7 +246,7 @@ impl Scenario for Steady {
         ];
         Outcome {
             tables: vec![t],
-            chart: Vec::new(),
+            charts: Vec::new(),
             checks,
         }
     }

@@ -3,17 +3,20 @@
 //! span around each hand-off to an executor. Without the feature these are empty inline
 //! functions: nothing is compiled in.
 
-/// The span [`handoff`] enters; `()` without the feature.
+/// The span [`handoff`] enters.
 #[cfg(feature = "tracing")]
 pub(crate) type Span = tracing::span::EnteredSpan;
+/// Nothing, without the feature.
 #[cfg(not(feature = "tracing"))]
-pub(crate) type Span = ();
+pub(crate) struct Span;
 
 /// Entered while a due task's job is handed to its executor.
 #[inline(always)]
 pub(crate) fn handoff(_shard: u32, _slot: u32, _pool: crate::route::Pool) -> Span {
     #[cfg(feature = "tracing")]
     return tracing::trace_span!(target: "tickwheel", "handoff", shard = _shard, slot = _slot, pool = ?_pool).entered();
+    #[cfg(not(feature = "tracing"))]
+    Span
 }
 
 /// A task's closure panicked (it was caught and counted).
