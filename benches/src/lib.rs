@@ -35,6 +35,7 @@ pub mod scenario;
 pub mod service;
 pub mod slab;
 pub mod svg;
+pub mod targets;
 pub mod workloads;
 
 pub use queue::{Cancel, TimerQueue};

@@ -29,6 +29,7 @@ use crate::impls::hhwt::{Hhwt, HhwtCancel};
 use crate::impls::pq::Pq;
 use crate::report::{self, Table};
 use crate::svg::{Chart, Series};
+use crate::targets;
 use crate::workloads::{
     self, ChurnParams, ChurnResult, Job, MemoryResult, SEED, Timing, UniformParams,
 };
@@ -296,40 +297,37 @@ impl Scenario for LongRange {
         let get = |name: &str| by_name.iter().find(|(n, _)| *n == name).map(|&(_, x)| x);
         if let Some(h) = get(LazyHeap::<u64>::NAME) {
             out.checks
-                .push(check("W1", ">= 3x heap", ratio_of(h, ours), 3.0));
+                .push(targets::ratio("W1.heap", ratio_of(h, ours)));
         }
-        out.checks.push(check(
-            "W1",
-            ">= 50x flat wheel",
-            ratio_of(flat, ours_small),
-            50.0,
-        ));
+        out.checks
+            .push(targets::ratio("W1.flat", ratio_of(flat, ours_small)));
         if let Some(h) = get(Hhwt::<u64>::NAME) {
-            out.checks.push(check(
-                "W1",
-                ">= 2x hierarchical_hash_wheel_timer",
-                ratio_of(h, ours),
-                2.0,
-            ));
+            out.checks
+                .push(targets::ratio("W1.hhwt", ratio_of(h, ours)));
         }
-        out.checks.push(Check {
-            workload: "W1",
-            target: "<= 80 ns per timer (stepped)".to_owned(),
-            measured: format!("{} ns", report::ns(ours)),
-            met: Some(ours <= 80.0),
-        });
+        out.checks.push(targets::check(
+            "W1.ns",
+            format!("{} ns", report::ns(ours)),
+            Some(ours <= 80.0),
+        ));
         out.tables.push(t);
         out
     }
 }
 
-fn check(workload: &'static str, target: &str, ratio: f64, min: f64) -> Check {
-    Check {
-        workload,
-        target: target.to_owned(),
-        measured: report::ratio(ratio),
-        met: Some(ratio >= min),
-    }
+/// A W2 shape's target against the compacting heap: at least as fast, at no more of its peak
+/// memory (unknown without the counting allocator).
+fn heap_check(key: &str, ours: &ChurnResult, heap: &ChurnResult) -> Check {
+    let r = ratio_of(heap.timing.ns_per_op(), ours.timing.ns_per_op());
+    targets::check(
+        key,
+        format!(
+            "{} at {:.2} of its peak memory",
+            report::ratio(r),
+            ours.peak_bytes as f64 / heap.peak_bytes.max(1) as f64
+        ),
+        alloc::is_active().then_some(r >= 1.0 && ours.peak_bytes <= heap.peak_bytes),
+    )
 }
 
 /// W2: churn.
@@ -450,29 +448,13 @@ impl Scenario for Churn {
         let mut out = Outcome::default();
         let get = |name: &str| results.iter().find(|(n, _)| *n == name).map(|&(_, r)| r);
         if let Some(pq) = get(Pq::<u64>::NAME) {
-            out.checks.push(check(
-                "W2",
-                ">= 3x priority-queue",
+            out.checks.push(targets::ratio(
+                "W2.pq",
                 ratio_of(pq.timing.ns_per_op(), ours.timing.ns_per_op()),
-                3.0,
             ));
         }
         if let Some(h) = get(LazyHeap::<u64>::NAME) {
-            out.checks.push(check(
-                "W2",
-                "as fast as the lazy heap (>= 1x)",
-                ratio_of(h.timing.ns_per_op(), ours.timing.ns_per_op()),
-                1.0,
-            ));
-            out.checks.push(Check {
-                workload: "W2",
-                target: "<= 1/4 of the lazy heap's peak memory".to_owned(),
-                measured: format!(
-                    "{:.2} of it",
-                    ours.peak_bytes as f64 / h.peak_bytes.max(1) as f64
-                ),
-                met: counting.then_some(ours.peak_bytes * 4 <= h.peak_bytes),
-            });
+            out.checks.push(heap_check("W2.heap", &ours, &h));
         }
         out.tables.push(t);
         out.tables
@@ -563,24 +545,12 @@ fn uniform_shape(
     t.note("every run checks: each cancel of a live timer succeeds, nothing fires early or more than 1 ms late, the pending count adds up");
     let get = |name: &str| results.iter().find(|(n, _)| *n == name).map(|&(_, r)| r);
     if let Some(h) = get(LazyHeap::<u64>::NAME) {
-        let r = ratio_of(h.timing.ns_per_op(), ours.timing.ns_per_op());
-        checks.push(Check {
-            workload: "W2",
-            target: "uniform: >= 1x the compacting lazy heap at <= its peak memory".to_owned(),
-            measured: format!(
-                "{} at {:.2} of its memory",
-                report::ratio(r),
-                ours.peak_bytes as f64 / h.peak_bytes.max(1) as f64
-            ),
-            met: alloc::is_active().then_some(r >= 1.0 && ours.peak_bytes <= h.peak_bytes),
-        });
+        checks.push(heap_check("W2u.heap", &ours, &h));
     }
     if let Some(pq) = get(Pq::<u64>::NAME) {
-        checks.push(check(
-            "W2",
-            "uniform: >= 3x priority-queue",
+        checks.push(targets::ratio(
+            "W2u.pq",
             ratio_of(pq.timing.ns_per_op(), ours.timing.ns_per_op()),
-            3.0,
         ));
     }
     t
@@ -626,15 +596,11 @@ impl Scenario for ShortRange {
             t.row(vec![c.name.to_owned(), report::ns(x), r]);
             if c.name == FlatWheel::<u64>::NAME {
                 out.checks
-                    .push(check("W3", ">= 0.8x flat wheel", ratio_of(x, ours), 0.8));
+                    .push(targets::ratio("W3.flat", ratio_of(x, ours)));
             }
             if c.name == Hhwt::<u64>::NAME {
-                out.checks.push(check(
-                    "W3",
-                    ">= 0.5x hierarchical_hash_wheel_timer",
-                    ratio_of(x, ours),
-                    0.5,
-                ));
+                out.checks
+                    .push(targets::ratio("W3.hhwt", ratio_of(x, ours)));
             }
         }
         t.note("ratio = baseline ns / ours ns, same run; each implementation steps through its expirations up to 500 ms");
@@ -719,16 +685,15 @@ impl Scenario for Growth {
             if let (true, Some(&(_, a)), Some(&(_, b))) =
                 (series.is_empty(), points.first(), points.last())
             {
-                out.checks.push(Check {
-                    workload: "W4",
-                    target: "ns/timer at 10M <= 2x at 10k".to_owned(),
-                    measured: if largest == 10_000_000 {
+                out.checks.push(targets::check(
+                    "W4.growth",
+                    if largest == 10_000_000 {
                         format!("{:.2}x", b / a)
                     } else {
                         format!("10M not run; at {}: {:.2}x", report::count(largest), b / a)
                     },
-                    met: (largest == 10_000_000).then_some(b <= 2.0 * a),
-                });
+                    (largest == 10_000_000).then_some(b <= 2.0 * a),
+                ));
             }
             row.push(growth);
             t.rows.push(row);
@@ -826,12 +791,11 @@ impl Scenario for Memory {
              Cross-check: TimingWheel::heap_bytes() reports {own:.1} B/timer"
         ));
         t.note("every run checks the pending count after the inserts");
-        out.checks.push(Check {
-            workload: "W5",
-            target: "<= 48 B per timer".to_owned(),
-            measured: format!("{:.1} B", rows[0].1.retained_per_timer),
-            met: Some(rows[0].1.retained_per_timer <= 48.0),
-        });
+        out.checks.push(targets::check(
+            "W5.bytes",
+            format!("{:.1} B", rows[0].1.retained_per_timer),
+            Some(rows[0].1.retained_per_timer <= 48.0),
+        ));
         out.tables.push(t);
         progress("W5b tickwheel Timer");
         let (through_timer, reported) = workloads::timer_memory_per_task(&deadlines);

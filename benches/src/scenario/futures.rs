@@ -15,12 +15,13 @@ use std::time::{Duration, Instant};
 use tickwheel::Timer;
 use tokio::runtime::Runtime;
 
-use super::{Check, Config, Outcome, Scenario};
+use super::{Config, Outcome, Scenario};
 use crate::alloc;
 use crate::procfs;
 use crate::report::{self, Table};
 use crate::rng::Rng;
 use crate::service::{Lateness, TIMER_NAME};
+use crate::targets;
 use crate::workloads::SEED;
 
 /// W11.
@@ -243,20 +244,18 @@ impl Scenario for Futures {
         l.note("each task stores Instant::now() - the sleep's deadline after the await; both timers at 1 ms resolution; the runtime and our timer share this 2-core machine");
 
         let mut out = Outcome::default();
-        out.checks.push(Check {
-            workload: "W11",
-            target: "timer cost per non-firing timeout <= 1/2 of tokio's".to_owned(),
-            measured: format!("{} vs {} ns", report::ns(ours), report::ns(theirs)),
-            met: Some(ours * 2.0 <= theirs),
-        });
+        out.checks.push(targets::check(
+            "W11.cpu",
+            format!("{} vs {} ns", report::ns(ours), report::ns(theirs)),
+            Some(ours * 2.0 <= theirs),
+        ));
         let q = Lateness::of_sorted(&ours_late);
         let early = ours_late.iter().filter(|&&x| x < 0).count();
-        out.checks.push(Check {
-            workload: "W11",
-            target: "sleep lateness p99 <= tick + 1 ms, 0 early".to_owned(),
-            measured: format!("p99 {} ms, {early} early", ms(q.p99)),
-            met: Some(q.p99 <= 2_000_000 && early == 0),
-        });
+        out.checks.push(targets::check(
+            "W11.p99",
+            format!("p99 {} ms, {early} early", ms(q.p99)),
+            Some(q.p99 <= 2_000_000 && early == 0),
+        ));
         out.tables.push(t);
         out.tables.push(l);
         out

@@ -2,11 +2,12 @@
 
 use std::time::Duration;
 
-use super::{Check, Config, Outcome, Scenario};
+use super::{Config, Outcome, Scenario};
 use crate::mutex_heap::MutexHeapTimer;
 use crate::report::{self, Table};
 use crate::service::{self, AddCancel, Lateness, TIMER_NAME};
 use crate::svg::{Chart, Series};
+use crate::targets;
 use crate::workloads::SEED;
 
 /// W6: adds and cancels from 1, 2 and 4 threads, and the latency of single adds.
@@ -124,15 +125,8 @@ impl Scenario for Threads {
                 .find(|(s, _)| s.threads == threads && s.background == bg && s.window == 0)
                 .map_or(0.0, |&(_, r)| r)
         };
-        for (threads, want) in [(1, 2.0), (2, 5.0)] {
-            let r = ratio_of(threads, 0);
-            out.checks.push(Check {
-                workload: "W6",
-                target: format!(">= {want}x {} at {threads} thread(s)", MutexHeapTimer::NAME),
-                measured: report::ratio(r),
-                met: Some(r >= want),
-            });
-        }
+        out.checks.push(targets::ratio("W6.1", ratio_of(1, 0)));
+        out.checks.push(targets::ratio("W6.2", ratio_of(2, 0)));
         let [ours, base] = by_threads;
         out.charts.push(Chart {
             file: "w6-threads.svg",
@@ -153,12 +147,11 @@ impl Scenario for Threads {
             ],
         });
         let (one, two) = (ratio_of(1, 0), ratio_of(2, 0));
-        out.checks.push(Check {
-            workload: "W6",
-            target: "ratio does not fall from 1 to 2 threads".to_owned(),
-            measured: format!("{} -> {}", report::ratio(one), report::ratio(two)),
-            met: Some(two >= one),
-        });
+        out.checks.push(targets::check(
+            "W6.trend",
+            format!("{} -> {}", report::ratio(one), report::ratio(two)),
+            Some(two >= one),
+        ));
         t.note(format!(
             "pair = one add (`add_or_submit(Task::after(30 s, || {{}}))`; baseline `schedule`) and one cancel \
              through the returned handle, at once or after the thread's next {} adds (by then our task sits \
@@ -306,17 +299,16 @@ impl Scenario for Idle {
         );
         t.note("every run checks: all timers pending and none fired before and after the window; shutdown hands all back");
         let mut out = Outcome::default();
-        out.checks.push(Check {
-            workload: "W7",
-            target: "0 wake-ups while nothing is due".to_owned(),
-            measured: format!(
+        out.checks.push(targets::check(
+            "W7.wakeups",
+            format!(
                 "{} in {} ({} pending)",
                 r.wakeups,
                 secs(window),
                 report::count(n)
             ),
-            met: Some(r.wakeups == 0),
-        });
+            Some(r.wakeups == 0),
+        ));
         out.tables.push(t);
         out
     }
@@ -405,18 +397,16 @@ impl Scenario for Accuracy {
         );
         let mut out = Outcome::default();
         let target = tick + Duration::from_millis(1);
-        out.checks.push(Check {
-            workload: "W8",
-            target: format!("p99 lateness <= tick + 1 ms ({} ms)", target.as_millis()),
-            measured: format!("{} ms", ms(r.measured.p99)),
-            met: Some(r.measured.p99 <= i64::try_from(target.as_nanos()).unwrap_or(i64::MAX)),
-        });
-        out.checks.push(Check {
-            workload: "W8",
-            target: "zero early fires".to_owned(),
-            measured: format!("{} of {}", r.early, report::count(n)),
-            met: Some(r.early == 0),
-        });
+        out.checks.push(targets::check(
+            "W8.p99",
+            format!("{} ms", ms(r.measured.p99)),
+            Some(r.measured.p99 <= i64::try_from(target.as_nanos()).unwrap_or(i64::MAX)),
+        ));
+        out.checks.push(targets::check(
+            "W8.early",
+            format!("{} of {}", r.early, report::count(n)),
+            Some(r.early == 0),
+        ));
         out.tables.push(t);
         out.charts.push(chart);
         out

@@ -14,11 +14,12 @@ use std::time::{Duration, Instant};
 
 use tickwheel::{Isolation, ShutdownOptions, Task, Timer};
 
-use super::{Check, Config, Outcome, Scenario};
+use super::{Config, Outcome, Scenario};
 use crate::mutex_heap::MutexHeapTimer;
 use crate::report::{self, Table};
 use crate::rng::Rng;
 use crate::service::{TIMER_NAME, signed_ns};
+use crate::targets;
 use crate::workloads::SEED;
 
 /// Threads of the timer's pool, and of its slow pool.
@@ -251,12 +252,11 @@ impl Scenario for Slow {
         Outcome {
             tables: vec![t],
             charts: Vec::new(),
-            checks: vec![Check {
-                workload: "W12",
-                target: "isolation on: short tasks' p99 lateness <= tick + 2 ms".to_owned(),
-                measured: format!("{} ms (off: {} ms)", ms(on.p99), ms(off.p99)),
-                met: Some(on.p99.is_some_and(|p| p <= tick_plus_2ms)),
-            }],
+            checks: vec![targets::check(
+                "W12.p99",
+                format!("{} ms (off: {} ms)", ms(on.p99), ms(off.p99)),
+                Some(on.p99.is_some_and(|p| p <= tick_plus_2ms)),
+            )],
         }
     }
 }

@@ -10,13 +10,14 @@ use std::time::{Duration, Instant};
 
 use tickwheel_wheel::TimingWheel;
 
-use super::{Check, Config, Outcome, Scenario, best_churn, ratio_of};
+use super::{Config, Outcome, Scenario, best_churn, ratio_of};
 use crate::impls::delay_queue::TokioDelayQueue;
 use crate::impls::heap::LazyHeap;
 use crate::impls::hhwt::HhwtCancel;
 use crate::impls::pq::Pq;
 use crate::report::{self, Table};
 use crate::rng::Rng;
+use crate::targets;
 use crate::workloads::{ChurnResult, SEED, Timing};
 use crate::{Cancel, TimerQueue, alloc};
 
@@ -231,18 +232,16 @@ impl Scenario for Steady {
             .expect("peers ran");
         let ratio = ratio_of(best.timing.ns_per_op(), ours.timing.ns_per_op());
         let checks = vec![
-            Check {
-                workload: "W9",
-                target: ">= 3x the fastest peer".to_owned(),
-                measured: format!("{} ({best_name})", report::ratio(ratio)),
-                met: Some(ratio >= 3.0),
-            },
-            Check {
-                workload: "W9",
-                target: "<= 50 ns per operation".to_owned(),
-                measured: report::ns(ours.timing.ns_per_op()),
-                met: Some(ours.timing.ns_per_op() <= 50.0),
-            },
+            targets::check(
+                "W9.peer",
+                format!("{} ({best_name})", report::ratio(ratio)),
+                Some(ratio >= targets::at_least("W9.peer")),
+            ),
+            targets::check(
+                "W9.ns",
+                report::ns(ours.timing.ns_per_op()),
+                Some(ours.timing.ns_per_op() <= 50.0),
+            ),
         ];
         Outcome {
             tables: vec![t],
