@@ -225,9 +225,11 @@ impl Drop for Core {
 /// the executor and not yet dropped: `wait_idle` waits for them.
 pub(crate) struct Running {
     count: AtomicU64,
-    queued: AtomicU64,
+    /// `std` atomics even under loom (like the route words): `wait_idle` is not modelled, and
+    /// these are touched on every hand-off.
+    queued: std::sync::atomic::AtomicU64,
     /// Threads in `wait_idle`: a job ending tells them only if there are any.
-    idle_waiters: AtomicU64,
+    idle_waiters: std::sync::atomic::AtomicU64,
     lock: Mutex<()>,
     idle: Condvar,
 }
@@ -259,8 +261,8 @@ impl Running {
     fn new() -> Self {
         Running {
             count: AtomicU64::new(0),
-            queued: AtomicU64::new(0),
-            idle_waiters: AtomicU64::new(0),
+            queued: std::sync::atomic::AtomicU64::new(0),
+            idle_waiters: std::sync::atomic::AtomicU64::new(0),
             lock: Mutex::new(()),
             idle: Condvar::new(),
         }

@@ -24,9 +24,12 @@ use tickwheel_executor::{Executor, RayonExecutor};
 use tickwheel_reaper::duration_to_ns;
 
 use crate::chunked::Chunked;
-use crate::loom::Mutex;
-use crate::loom::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
+// Plain `std`/`parking_lot` even under loom: routing is not part of any task's fate (a stale read
+// only sends a job to another pool, where it finds its task or nothing), and modelling these
+// accesses would multiply every model's interleavings for nothing.
 use crate::stats::Histogram;
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
 
 /// The route of unnamed one-shot tasks: the default class, the timer's executor.
 pub(crate) const DEFAULT_ROUTE: u32 = 0;

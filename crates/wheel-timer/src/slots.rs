@@ -13,7 +13,7 @@ pub(crate) struct Slots {
     /// Each slot's route word (see `route.rs`), beside the slot's cache line: written by the
     /// adder before it publishes the slot (and by a repeating task's job while it runs), read by
     /// the tick thread and the job.
-    routes: Chunked<AtomicU32>,
+    routes: Chunked<std::sync::atomic::AtomicU32>,
     /// Slots created so far; written by the owner (sequentially consistent, after the slot
     /// exists), read by scans (shutdown).
     len: CachePadded<AtomicU32>,
@@ -61,7 +61,7 @@ impl Slots {
 
     /// The route word of slot `i` (see `route.rs`).
     #[inline(always)]
-    pub(crate) fn route(&self, i: u32) -> &AtomicU32 {
+    pub(crate) fn route(&self, i: u32) -> &std::sync::atomic::AtomicU32 {
         self.routes
             .get(i as usize)
             .expect("slot indexes come from this shard")
