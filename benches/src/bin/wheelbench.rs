@@ -5,10 +5,12 @@
 //!     [--out PATH] [--no-write]
 //! ```
 
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
 
 use wheel_benches::alloc::CountingAlloc;
 use wheel_benches::machine::Machine;
@@ -116,6 +118,22 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
     Ok(Some(a))
 }
 
+/// A bar over the workloads of a full run, drawn on stderr when it is a terminal (a quick run, or
+/// output to a file or CI's log, gets the plain progress lines only).
+fn progress_bar(args: &Args, workloads: usize) -> ProgressBar {
+    if args.cfg.quick || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(workloads as u64);
+    if let Ok(style) =
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} workloads  {msg}")
+    {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
 fn main() -> ExitCode {
     let raw: Vec<String> = std::env::args().skip(1).collect();
     let args = match parse(&raw) {
@@ -143,31 +161,43 @@ fn main() -> ExitCode {
     println!();
 
     let start = Instant::now();
-    let mut sections: Vec<(String, String, Outcome)> = Vec::new();
-    for s in scenario::all() {
-        if args
-            .only
-            .as_ref()
-            .is_some_and(|o| !o.iter().any(|id| id == s.id()))
-        {
-            continue;
+    let chosen: Vec<_> = scenario::all()
+        .into_iter()
+        .filter(|s| {
+            args.only
+                .as_ref()
+                .is_none_or(|o| o.iter().any(|id| id == s.id()))
+        })
+        .collect();
+    let bar = progress_bar(&args, chosen.len());
+    // Progress lines go above the bar when there is one, else to stderr as they come.
+    let log = |line: String| {
+        let line = format!("[{:6.1}s] {line}", start.elapsed().as_secs_f64());
+        if bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            bar.println(line);
         }
-        eprintln!(
-            "[{:6.1}s] {} {}",
-            start.elapsed().as_secs_f64(),
-            s.id(),
-            s.title()
-        );
+    };
+    let mut sections: Vec<(String, String, Outcome)> = Vec::new();
+    for s in chosen {
+        bar.set_message(s.id());
+        log(format!("{} {}", s.id(), s.title()));
         let mut progress = |msg: &str| {
-            eprintln!("[{:6.1}s]   {msg}", start.elapsed().as_secs_f64());
+            bar.set_message(msg.to_owned());
+            log(format!("  {msg}"));
         };
         let outcome = s.run(&args.cfg, &mut progress);
-        for t in &outcome.tables {
-            println!("{}", t.to_text());
-        }
-        let _ = std::io::stdout().flush();
+        bar.suspend(|| {
+            for t in &outcome.tables {
+                println!("{}", t.to_text());
+            }
+            let _ = std::io::stdout().flush();
+        });
+        bar.inc(1);
         sections.push((s.id().to_owned(), s.title().to_owned(), outcome));
     }
+    bar.finish_and_clear();
     let total = start.elapsed().as_secs_f64();
     let checks: Vec<&Check> = sections.iter().flat_map(|(_, _, o)| &o.checks).collect();
     let targets = targets_table(&checks);
