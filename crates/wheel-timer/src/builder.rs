@@ -12,10 +12,10 @@ use tickwheel_reaper::{Clock, RealClock, duration_to_ns};
 use tickwheel_reaper::ManualClock;
 use tickwheel_wheel::TimingWheel;
 
+use crate::class::Isolation;
 use crate::core::{Config, Core, DropHook};
 use crate::error::BuildError;
 use crate::panic::{Hook, Panics};
-use crate::route::Isolation;
 use crate::timer::Timer;
 
 /// The smallest tick a timer accepts. Sleeping threads wake with roughly this precision.

@@ -8,13 +8,14 @@ use crossbeam_utils::CachePadded;
 use tickwheel_executor::Executor;
 use tickwheel_reaper::{Clock, Due, Reaper, duration_to_ns};
 
+use crate::class::Isolation;
 use crate::context::TaskContext;
 use crate::lifecycle::Lifecycle;
 use crate::loom::atomic::{AtomicU64, Ordering::*, fence};
 use crate::loom::{Condvar, Mutex};
 use crate::panic::Panics;
 use crate::registry::{self, ShardRef};
-use crate::route::{Isolation, Pool, Routes};
+use crate::route::{Pool, Routes};
 use crate::shard::{Fire, Returned, Shard};
 use crate::slot::OwnerToken;
 use crate::stats::Histogram;

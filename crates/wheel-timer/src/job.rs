@@ -11,10 +11,11 @@
 
 use std::sync::Arc;
 
+use crate::class::Class;
 use crate::core::Core;
 use crate::loom::atomic::Ordering::*;
 use crate::registry;
-use crate::route::{Class, Pool, SELF_CLASS, SELF_ISOLATED};
+use crate::route::{DEFAULT_ROUTE, Pool, SELF_CLASS, SELF_ISOLATED};
 use crate::shard::{Fire, Rearm, Returned, Shard};
 use crate::slot::Run;
 use crate::task::{Cadence, MisfirePolicy, Repeat, Work};
@@ -31,10 +32,15 @@ pub const MAX_CATCH_UP: u64 = 1000;
 pub(crate) fn run(core: &Arc<Core>, fire: Fire, pool: Pool) {
     let shard = registry::shard(fire.shard);
     let s = shard.slots.get(fire.slot);
-    if pool == Pool::Main && core.routes.isolation.is_some() {
-        // Its class was isolated after the tick thread sent it here: it goes to the slow pool
-        // unclaimed, instead of blocking this one.
-        let route = shard.slots.route(fire.slot).load(Relaxed);
+    let isolating = core.routes.isolation.is_some();
+    let route = if isolating {
+        shard.slots.route(fire.slot).load(Relaxed)
+    } else {
+        DEFAULT_ROUTE
+    };
+    if pool == Pool::Main && isolating {
+        // Its class was isolated (or began to overstay) after the tick thread sent it here: it
+        // goes to the slow pool unclaimed, instead of blocking this one.
         let (slow, to) = core.routes.pick(route, || core.clock.now(), &core.executor);
         if to == Pool::Slow {
             return core.send(fire, slow, to);
@@ -47,6 +53,10 @@ pub(crate) fn run(core: &Arc<Core>, fire: Fire, pool: Pool) {
     };
     let started = core.clock.now();
     let late = started.saturating_sub(fire.meant);
+    let watched = core.routes.watched(route);
+    if let Some(r) = watched {
+        r.class.begin(started);
+    }
     match work {
         Work::Once { f, key } => {
             core.count_run(late);
@@ -75,6 +85,9 @@ pub(crate) fn run(core: &Arc<Core>, fire: Fire, pool: Pool) {
             }
             .run(run, repeat, scheduled, late);
         }
+    }
+    if let Some(r) = watched {
+        r.class.end(started);
     }
 }
 

@@ -46,6 +46,7 @@
 mod add;
 mod builder;
 mod chunked;
+mod class;
 mod context;
 mod core;
 mod error;
@@ -70,12 +71,12 @@ mod trace;
 mod word;
 
 pub use builder::{MIN_TICK, TimerBuilder};
+pub use class::Isolation;
 pub use context::{TaskContext, WeakTimer};
 pub use error::{AddError, BuildError};
 pub use future::{Interval, Sleep, Timeout, TimeoutError};
 pub use handle::{TaskState, TimerHandle};
 pub use job::{BURST, MAX_CATCH_UP};
-pub use route::Isolation;
 pub use shutdown::{ShutdownOptions, ShutdownReport};
 pub use stats::{RunTimes, Stats};
 pub use task::{MisfirePolicy, OnceBody, RepeatBody, Task};

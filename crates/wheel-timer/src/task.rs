@@ -10,9 +10,10 @@ use tickwheel_reaper::duration_to_ns;
 
 use tickwheel_executor::Executor;
 
+use crate::class::Class;
 use crate::context::TaskContext;
 use crate::future::Waiter;
-use crate::route::{Class, RouteSpec};
+use crate::route::RouteSpec;
 
 /// What a fixed-rate task does when the timer fell behind by a period or more (a stalled machine,
 /// a saturated pool). Runs are on the grid `first + k * period`.

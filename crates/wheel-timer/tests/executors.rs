@@ -57,6 +57,27 @@ fn slow_report(clock: &ManualClock, timer: &Timer, runtime: Duration) -> String 
     name
 }
 
+/// Adds a `report` task due in 1 ms that blocks until the test sends on the returned channel;
+/// returns that sender and where the task started.
+fn blocking_report(
+    clock: &ManualClock,
+    timer: &Timer,
+) -> (mpsc::Sender<()>, mpsc::Receiver<String>) {
+    let (started_tx, started) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel::<()>();
+    timer
+        .add_or_submit(
+            Task::after(MS, move || {
+                started_tx.send(thread_name()).unwrap();
+                release_rx.recv().unwrap();
+            })
+            .class("report"),
+        )
+        .unwrap();
+    clock.advance(MS);
+    (release, started)
+}
+
 /// Waits (real time, generously) until `count` reaches `n`.
 fn eventually(count: &AtomicUsize, n: usize) {
     let give_up = Instant::now() + Duration::from_secs(60);
@@ -92,18 +113,7 @@ fn a_slow_class_is_isolated_punctual_tasks_never_wait_behind_it_and_it_comes_bac
     assert_eq!(timer.stats().isolations, 1);
 
     // A report run that blocks until the test lets it go runs on the slow pool ...
-    let (started_tx, started) = mpsc::channel();
-    let (release, release_rx) = mpsc::channel::<()>();
-    timer
-        .add_or_submit(
-            Task::after(MS, move || {
-                started_tx.send(thread_name()).unwrap();
-                release_rx.recv().unwrap();
-            })
-            .class("report"),
-        )
-        .unwrap();
-    clock.advance(MS);
+    let (release, started) = blocking_report(&clock, &timer);
     let blocked_on = started.recv_timeout(Duration::from_secs(60)).unwrap();
     assert!(blocked_on.starts_with("iso-slow-exec-"), "{blocked_on}");
 
@@ -153,6 +163,43 @@ fn a_slow_class_is_isolated_punctual_tasks_never_wait_behind_it_and_it_comes_bac
         100 * MS,
         "the slow strikes, exact on the manual clock"
     );
+}
+
+#[test]
+fn a_class_whose_run_overstays_skips_the_timers_pool_before_any_strike() {
+    let clock = ManualClock::new();
+    let timer = isolating(&clock);
+
+    // A report run blocks the timer's only thread; at exactly the threshold it is not slow yet,
+    // so the next report task still goes to the timer's pool (and waits there).
+    let (release, started) = blocking_report(&clock, &timer);
+    let first = started.recv_timeout(Duration::from_secs(60)).unwrap();
+    assert!(first.starts_with("iso-exec-"), "{first}");
+    clock.advance(THRESHOLD - MS);
+    let (release_second, second) = blocking_report(&clock, &timer);
+    release.send(()).unwrap();
+    let second_on = second.recv_timeout(Duration::from_secs(60)).unwrap();
+    assert!(second_on.starts_with("iso-exec-"), "{second_on}");
+
+    // The second run goes on past the threshold: the third report task runs on the slow pool,
+    // though no slow run has ended and the class is not isolated.
+    clock.advance(THRESHOLD);
+    let (release_third, third) = blocking_report(&clock, &timer);
+    let third_on = third.recv_timeout(Duration::from_secs(60)).unwrap();
+    assert!(third_on.starts_with("iso-slow-exec-"), "{third_on}");
+    assert!(timer.stats().isolated_classes.is_empty());
+    assert_eq!(timer.stats().isolations, 0);
+
+    // Both end (one slow run, the second, struck): with nothing in progress the class is back
+    // on the timer's pool.
+    release_second.send(()).unwrap();
+    release_third.send(()).unwrap();
+    timer.wait_idle();
+    let back_on = slow_report(&clock, &timer, MS);
+    assert!(back_on.starts_with("iso-exec-"), "{back_on}");
+    let stats = timer.stats();
+    assert_eq!((stats.run_time.runs, stats.slow_run_time.runs), (3, 1));
+    assert!(stats.isolated_classes.is_empty());
 }
 
 #[test]
