@@ -586,7 +586,7 @@ fn a_clock_of_the_users_own_drives_the_timer() {
 // then. (`wait_idle` inside a task now returns at once instead of waiting for other jobs.)
 
 #[test]
-fn r1_starting_at_in_the_past_keeps_the_grid_of_start() {
+fn starting_at_in_the_past_keeps_the_grid_of_start() {
     let (clock, timer) = manual();
     let origin = timer.now();
     clock.advance(27 * SEC);
@@ -604,7 +604,7 @@ fn r1_starting_at_in_the_past_keeps_the_grid_of_start() {
 }
 
 #[test]
-fn r1b_starting_at_in_the_past_catch_up_runs_the_missed_runs() {
+fn starting_at_in_the_past_catch_up_runs_the_missed_runs() {
     let (clock, timer) = manual();
     let origin = timer.now();
     clock.advance(30 * SEC);
@@ -629,7 +629,7 @@ fn r1b_starting_at_in_the_past_catch_up_runs_the_missed_runs() {
 }
 
 #[test]
-fn r2_a_task_at_a_past_instant_reports_when_it_was_due_and_how_late() {
+fn a_task_at_a_past_instant_reports_when_it_was_due_and_how_late() {
     let (clock, timer) = manual();
     let origin = timer.now();
     clock.advance(60 * SEC);
@@ -644,7 +644,7 @@ fn r2_a_task_at_a_past_instant_reports_when_it_was_due_and_how_late() {
 }
 
 #[test]
-fn r3_refused_adds_are_not_counted_as_rounded_up_periods() {
+fn refused_adds_are_not_counted_as_rounded_up_periods() {
     let (_clock, timer) = manual();
     timer.shutdown();
     let refused = timer.add_or_submit(Task::every(Duration::from_micros(1), || {}));
@@ -654,7 +654,7 @@ fn r3_refused_adds_are_not_counted_as_rounded_up_periods() {
 }
 
 #[test]
-fn r3b_a_full_timer_counts_each_retry() {
+fn a_full_timer_counts_each_retry() {
     let clock = ManualClock::new();
     let timer = Timer::builder()
         .clock(clock.clone())
@@ -675,7 +675,7 @@ fn r3b_a_full_timer_counts_each_retry() {
 }
 
 #[test]
-fn r4_wait_idle_from_two_tasks_at_once_returns() {
+fn wait_idle_from_two_tasks_at_once_returns() {
     let clock = ManualClock::new();
     let timer = Arc::new(
         Timer::builder()
@@ -708,7 +708,7 @@ fn r4_wait_idle_from_two_tasks_at_once_returns() {
 }
 
 #[test]
-fn r4b_wait_idle_from_a_task_that_added_a_due_follow_up_on_one_thread() {
+fn wait_idle_from_a_task_that_added_a_due_follow_up_on_one_thread() {
     let clock = ManualClock::new();
     let timer = Arc::new(
         Timer::builder()
@@ -742,7 +742,7 @@ fn r4b_wait_idle_from_a_task_that_added_a_due_follow_up_on_one_thread() {
 }
 
 #[test]
-fn r5_scheduled_plus_lateness_is_not_after_the_start_of_the_run() {
+fn scheduled_plus_lateness_is_not_after_the_start_of_the_run() {
     let timer = Arc::new(
         Timer::builder()
             .executor(Arc::new(InlineExecutor::new()))
@@ -784,7 +784,7 @@ fn r5_scheduled_plus_lateness_is_not_after_the_start_of_the_run() {
 }
 
 #[test]
-fn r7_run_due_respects_skip() {
+fn run_due_respects_skip() {
     let clock = ManualClock::new();
     let timer = Timer::builder()
         .clock(clock.clone())
