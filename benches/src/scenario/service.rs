@@ -164,7 +164,7 @@ impl Scenario for Threads {
         t.note(format!(
             "pending alongside 0 is the brief's workload: each thread has few timers live, so the baseline's \
              heap stays small and a 30 s push lands at its bottom in O(1); the {} rows add that many other \
-             timers first (untimed, due uniformly in 1 s ..= 1 h, never fired)",
+             timers first (untimed, due uniformly in 1 min ..= 1 h, never fired)",
             report::count(background)
         ));
         t.note(
