@@ -5,22 +5,20 @@ mod common;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use tickwheel_wheel::TimingWheel;
-use wheel_benches::impls::{
-    delay_queue::TokioDelayQueue, flat::FlatWheel, heap::LazyHeap, hhwt::Hhwt, pq::Pq,
-};
-use wheel_benches::workloads::{SEED, short_range_deadlines};
+use wheel_benches::impls::{Contender, contenders, flat::FlatWheel};
+use wheel_benches::scenario::short_range_deadlines;
+use wheel_benches::workloads::SEED;
 
 fn w3(c: &mut Criterion) {
     let deadlines = short_range_deadlines(100_000, SEED);
     let mut g = c.benchmark_group("w3_short_range_100k");
     g.sample_size(20).measurement_time(Duration::from_secs(3));
-    common::bench_insert_fire::<TimingWheel<u64>>(&mut g, &deadlines);
-    common::bench_insert_fire::<FlatWheel<u64>>(&mut g, &deadlines);
-    common::bench_insert_fire::<LazyHeap<u64>>(&mut g, &deadlines);
-    common::bench_insert_fire::<Pq<u64>>(&mut g, &deadlines);
-    common::bench_insert_fire::<Hhwt<u64>>(&mut g, &deadlines);
-    common::bench_insert_fire::<TokioDelayQueue<u64>>(&mut g, &deadlines);
+    // As `wheelbench` runs W3: the flat wheel second, after ours.
+    let mut list = contenders().to_vec();
+    list.insert(1, Contender::of::<FlatWheel<u64>>());
+    for q in list {
+        common::bench_insert_fire(&mut g, q, &deadlines);
+    }
     g.finish();
 }
 

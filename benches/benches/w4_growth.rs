@@ -4,19 +4,17 @@
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use tickwheel_wheel::TimingWheel;
-use wheel_benches::TimerQueue;
-use wheel_benches::impls::{heap::LazyHeap, hhwt::Hhwt};
-use wheel_benches::workloads::{SEED, insert_then_fire, long_range_deadlines};
+use wheel_benches::impls::{Contender, contenders};
+use wheel_benches::workloads::{SEED, long_range_deadlines};
 
-fn sizes<Q: TimerQueue<u64>>(c: &mut Criterion, deadlines: &[u64]) {
-    let mut g = c.benchmark_group(format!("w4_growth/{}", Q::NAME));
+fn sizes(c: &mut Criterion, q: Contender, deadlines: &[u64]) {
+    let mut g = c.benchmark_group(format!("w4_growth/{}", q.name));
     g.sample_size(10).measurement_time(Duration::from_secs(3));
     for n in [10_000usize, 100_000, 1_000_000] {
         let d = &deadlines[..n];
         g.throughput(Throughput::Elements(n as u64));
         g.bench_with_input(BenchmarkId::from_parameter(n), d, |b, d| {
-            b.iter_custom(|iters| (0..iters).map(|_| insert_then_fire::<Q>(d).elapsed).sum())
+            b.iter_custom(|iters| (0..iters).map(|_| (q.run)(d).elapsed).sum())
         });
     }
     g.finish();
@@ -24,9 +22,9 @@ fn sizes<Q: TimerQueue<u64>>(c: &mut Criterion, deadlines: &[u64]) {
 
 fn w4(c: &mut Criterion) {
     let deadlines = long_range_deadlines(1_000_000, SEED);
-    sizes::<TimingWheel<u64>>(c, &deadlines);
-    sizes::<LazyHeap<u64>>(c, &deadlines);
-    sizes::<Hhwt<u64>>(c, &deadlines);
+    for q in contenders() {
+        sizes(c, q, &deadlines);
+    }
 }
 
 criterion_group!(benches, w4);

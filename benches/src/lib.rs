@@ -13,15 +13,18 @@
 //! | [`impls::hhwt`] | `hierarchical_hash_wheel_timer`'s `QuadWheelWithOverflow` (plain and cancellable) |
 //! | [`impls::delay_queue`] | `tokio-util`'s `DelayQueue` on a current-thread runtime with paused time |
 //!
-//! [`workloads`] holds the workloads (W1–W5) as plain generic functions that verify what they
-//! measure; [`scenario`] turns them into the tables the `wheelbench` program prints, one
-//! [`scenario::Scenario`] each. [`alloc`] is the counting allocator `wheelbench` installs to
-//! measure memory.
+//! [`impls`] also holds the registry of contenders that `wheelbench` and the criterion benches
+//! both draw from. [`scenario`] holds the workloads, one file each with its measurement (plain
+//! functions that verify what they measure) and its report section (the tables, charts and target
+//! checks the `wheelbench` program prints, one [`scenario::Scenario`] each); its module docs list
+//! which file holds which workload. What several workloads share is in [`workloads`] (virtual
+//! time: the seed, W1's deadlines, insert-then-fire) and [`service`] (the threaded
+//! `tickwheel::Timer` on the real clock: its name in the tables, lateness). [`alloc`] is the
+//! counting allocator `wheelbench` installs to measure memory.
 //!
-//! The threaded `tickwheel::Timer` service is measured on the real clock by [`service`] (W6
-//! threads, W7 idle, W8 accuracy), against [`mutex_heap`] (`Mutex<BinaryHeap>` + one timer thread)
-//! for W6, reading CPU time and context switches from [`procfs`]. [`slab`] is the generational
-//! slab both heap baselines keep their items in.
+//! W6, W10 and W12 compare the service with [`mutex_heap`] (`Mutex<BinaryHeap>` + one timer
+//! thread); W7 and W11 read CPU time and context switches from [`procfs`]. [`slab`] is the
+//! generational slab both heap baselines keep their items in.
 
 pub mod alloc;
 pub mod impls;

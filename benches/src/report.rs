@@ -1,6 +1,7 @@
 //! Result tables, as aligned text for the terminal and as Markdown for `docs/benchmarks.md`.
 
 use std::fmt::Write as _;
+use std::time::Duration;
 
 /// One table of results.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -121,6 +122,11 @@ pub fn ratio(x: f64) -> String {
 /// Bytes as MiB with one decimal.
 pub fn mib(bytes: usize) -> String {
     format!("{:.1}", bytes as f64 / (1024.0 * 1024.0))
+}
+
+/// A duration in seconds with one decimal, e.g. `2.0 s`.
+pub fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
 }
 
 /// A count as `10k`, `1M`, `2.5M`.

@@ -10,7 +10,8 @@ use super::heap::LazyHeap;
 use super::hhwt::{Hhwt, HhwtCancel};
 use super::pq::Pq;
 use crate::rng::Rng;
-use crate::workloads::{self, ChurnParams};
+use crate::scenario::{self, ChurnParams, UniformParams};
+use crate::workloads;
 use crate::{Cancel, TimerQueue};
 
 /// Random deadlines from 1 ms up to `2^bits` ms ahead, biased to the near future.
@@ -218,13 +219,13 @@ fn the_wheel_steps_through_its_expirations_inside_advance() {
 
 fn small_workloads<Q: Cancel<u64>>(long: &[u64]) {
     workloads::insert_then_fire::<Q>(long);
-    workloads::insert_then_fire::<Q>(&workloads::short_range_deadlines(2000, 2));
+    workloads::insert_then_fire::<Q>(&scenario::short_range_deadlines(2000, 2));
     let mut p = ChurnParams::for_live(300, 200);
     p.timeout_ms = 2000;
     p.warmup_ms = 2100;
-    let r = workloads::churn::<Q>(&p);
+    let r = scenario::churn::<Q>(&p);
     assert!(r.fired > 0 && r.cancelled > 0 && r.timing.ops > 0);
-    let u = workloads::churn_uniform::<Q>(&workloads::UniformParams {
+    let u = scenario::churn_uniform::<Q>(&UniformParams {
         live: 2_000,
         timeout_ms: 200,
         window_ms: 300,
@@ -244,7 +245,7 @@ fn workloads_verify_every_implementation() {
     small_workloads::<HhwtCancel<u64>>(&long);
     small_workloads::<TokioDelayQueue<u64>>(&long);
     workloads::insert_then_fire::<Hhwt<u64>>(&workloads::long_range_deadlines(2000, 1));
-    workloads::insert_then_fire_one_advance(&workloads::long_range_deadlines(2000, 1));
+    scenario::insert_then_fire_one_advance(&workloads::long_range_deadlines(2000, 1));
 }
 
 #[test]
