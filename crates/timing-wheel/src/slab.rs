@@ -15,12 +15,12 @@
 //! | `item`  | `Some(item)`                           | `None`                            |
 //! | `key`   | the due tick of the entry              | index of the next vacant entry    |
 //! | `generation` | generation handed out in its `TimerId` | generation the next occupant gets |
-//! | `stamp` | stamp of the one record that is live   | bumped at vacate: no record lives |
+//! | `pos`   | index of the entry's one record in the list that holds it (set by the wheel) | unused |
 //!
-//! `generation` changes only when an entry is vacated, so a `TimerId` stays valid across reschedules and
-//! goes stale for ever once its entry is gone (modulo `u32` wrap-around of one slot's reuses).
-//! `stamp` changes whenever the entry gets a new record (insert, reschedule to another bucket) or is
-//! vacated, so every older record of the slot reads as dead without anyone touching it.
+//! `generation` changes only when an entry is vacated, so a `TimerId` stays valid across
+//! reschedules and goes stale for ever once its entry is gone (modulo `u32` wrap-around of one
+//! slot's reuses). `pos` lets the wheel take an entry's record out of its bucket in O(1), by
+//! moving the bucket's last record into the hole.
 
 #![allow(unsafe_code)]
 
@@ -38,7 +38,7 @@ pub(crate) struct Entry<T> {
     item: Option<T>,
     key: u64,
     generation: u32,
-    stamp: u32,
+    pos: u32,
 }
 
 impl<T> Entry<T> {
@@ -47,6 +47,12 @@ impl<T> Entry<T> {
     pub(crate) fn due(&self) -> u64 {
         debug_assert!(self.item.is_some(), "due() of a vacant entry");
         self.key
+    }
+
+    /// Where the entry's record is in the list that holds it.
+    #[inline]
+    pub(crate) fn pos(&self) -> u32 {
+        self.pos
     }
 
     /// The item of an occupied entry.
@@ -79,14 +85,15 @@ impl<T> Slab<T> {
         }
     }
 
-    /// Stores `item` due at `due`; returns `(slot, generation, stamp)`.
+    /// Stores `item` due at `due`; returns `(slot, generation)`. The caller records the entry in
+    /// a list and sets its [`pos`](Self::set_pos).
     ///
     /// # Panics
     ///
     /// If more than `u32::MAX - 1` entries are live at once (over 128 GiB of entries), like `Vec`'s
     /// capacity overflow.
     #[inline]
-    pub(crate) fn insert(&mut self, due: u64, item: T) -> (u32, u32, u32) {
+    pub(crate) fn insert(&mut self, due: u64, item: T) -> (u32, u32) {
         if self.free != NIL {
             let slot = self.free;
             let e = &mut self.chunks[(slot >> CHUNK_BITS) as usize][(slot & CHUNK_MASK) as usize];
@@ -94,8 +101,7 @@ impl<T> Slab<T> {
             self.free = e.key as u32;
             e.item = Some(item);
             e.key = due;
-            e.stamp = e.stamp.wrapping_add(1);
-            (slot, e.generation, e.stamp)
+            (slot, e.generation)
         } else {
             let slot = self.len;
             assert!(
@@ -116,10 +122,10 @@ impl<T> Slab<T> {
                 item: Some(item),
                 key: due,
                 generation: 0,
-                stamp: 0,
+                pos: 0,
             });
             self.len += 1;
-            (slot, 0, 0)
+            (slot, 0)
         }
     }
 
@@ -147,13 +153,6 @@ impl<T> Slab<T> {
         self.entry(slot)
     }
 
-    /// True when `stamp` is the stamp of the live record of an occupied `slot`.
-    #[inline]
-    pub(crate) fn is_live(&self, slot: u32, stamp: u32) -> bool {
-        let e = self.entry(slot);
-        e.stamp == stamp && e.item.is_some()
-    }
-
     /// Hints the CPU to start loading the entry at `slot` (if it exists), so that a loop over
     /// records can overlap the cache misses of the entries it will visit next.
     #[inline]
@@ -174,27 +173,21 @@ impl<T> Slab<T> {
         let _ = slot;
     }
 
-    /// Due tick of `slot` if `stamp` is the stamp of its live record.
+    /// Gives an occupied entry a new due tick.
     #[inline]
-    pub(crate) fn live_due(&self, slot: u32, stamp: u32) -> Option<u64> {
-        let e = self.entry(slot);
-        (e.stamp == stamp && e.item.is_some()).then_some(e.key)
-    }
-
-    /// Gives an occupied entry a new due tick; with `restamp`, also a new record stamp (returned),
-    /// which kills the record it had.
-    #[inline]
-    pub(crate) fn set_due(&mut self, slot: u32, due: u64, restamp: bool) -> u32 {
+    pub(crate) fn set_due(&mut self, slot: u32, due: u64) {
         let e = self.entry_mut(slot);
         debug_assert!(e.item.is_some(), "set_due on a vacant entry");
         e.key = due;
-        if restamp {
-            e.stamp = e.stamp.wrapping_add(1);
-        }
-        e.stamp
     }
 
-    /// Vacates an occupied `slot` and returns its item. Its id and its record go stale.
+    /// Records where the entry's record now is in the list that holds it.
+    #[inline]
+    pub(crate) fn set_pos(&mut self, slot: u32, pos: u32) {
+        self.entry_mut(slot).pos = pos;
+    }
+
+    /// Vacates an occupied `slot` and returns its item. Its id goes stale.
     #[inline]
     pub(crate) fn remove(&mut self, slot: u32) -> T {
         let free = self.free;
@@ -202,7 +195,6 @@ impl<T> Slab<T> {
         let item = e.item.take().expect("remove of a vacant entry");
         e.key = u64::from(free);
         e.generation = e.generation.wrapping_add(1);
-        e.stamp = e.stamp.wrapping_add(1);
         self.free = slot;
         item
     }
@@ -256,7 +248,7 @@ mod tests {
             s.chunks[1..].iter().all(|c| c.capacity() == CHUNK),
             "later chunks never grow"
         );
-        for &(slot, g, _) in &ids {
+        for &(slot, g) in &ids {
             assert_eq!(s.get(slot, g).map(Entry::due), Some(u64::from(slot)));
         }
         assert_eq!(s.remove(CHUNK as u32), CHUNK);
@@ -273,18 +265,15 @@ mod tests {
     }
 
     #[test]
-    fn reuse_bumps_gen_and_stamp() {
+    fn reuse_bumps_the_generation() {
         let mut s = Slab::new();
-        let (a, gen_a, sa) = s.insert(5, "a");
+        let (a, gen_a) = s.insert(5, "a");
         assert!(s.get(a, gen_a).is_some());
-        assert!(s.is_live(a, sa));
         assert_eq!(s.remove(a), "a");
         assert!(s.get(a, gen_a).is_none());
-        assert!(!s.is_live(a, sa));
-        let (b, gen_b, sb) = s.insert(7, "b");
+        let (b, gen_b) = s.insert(7, "b");
         assert_eq!(b, a, "the vacant slot is reused");
         assert_ne!(gen_b, gen_a);
-        assert_ne!(sb, sa);
         assert!(
             s.get(a, gen_a).is_none(),
             "a stale id never reaches the new occupant"
@@ -293,15 +282,12 @@ mod tests {
     }
 
     #[test]
-    fn restamp_kills_the_old_record_only() {
+    fn due_and_pos_change_in_place() {
         let mut s = Slab::new();
-        let (a, g, st) = s.insert(5, ());
-        let same = s.set_due(a, 6, false);
-        assert_eq!(same, st);
-        let new = s.set_due(a, 9, true);
-        assert!(!s.is_live(a, st));
-        assert!(s.is_live(a, new));
+        let (a, g) = s.insert(5, ());
+        s.set_due(a, 9);
+        s.set_pos(a, 3);
         assert!(s.get(a, g).is_some(), "the id survives a reschedule");
-        assert_eq!(s.at(a).due(), 9);
+        assert_eq!((s.at(a).due(), s.at(a).pos()), (9, 3));
     }
 }

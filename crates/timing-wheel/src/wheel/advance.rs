@@ -4,7 +4,7 @@
 use std::cmp::Reverse;
 use std::mem;
 
-use super::{Due, OverdueRec, PREFETCH_AHEAD, RETAINED_CAPACITY, TimingWheel};
+use super::{Due, PREFETCH_AHEAD, RETAINED_CAPACITY, TimingWheel};
 use crate::time::{bucket_span_mask, reached_tick};
 
 impl<T> TimingWheel<T> {
@@ -29,7 +29,7 @@ impl<T> TimingWheel<T> {
             target,
         };
         let w = &mut *guard.wheel;
-        if !w.overdue.recs.is_empty() {
+        if !w.overdue.is_empty() {
             w.collect_overdue();
             w.emit(&mut f);
         }
@@ -65,55 +65,47 @@ impl<T> TimingWheel<T> {
             debug_assert!(self.queue.peek().is_none_or(|(_, &Reverse(s))| s > target));
             self.cur = target;
             let mut spill = mem::take(&mut self.spill);
-            for (rec, due) in spill.drain(..) {
-                self.place_in_bucket(rec, due);
+            for (slot, due) in spill.drain(..) {
+                self.place_in_bucket(slot, due);
             }
             self.spill = spill; // empty, keeping its allocation
         }
         true
     }
 
-    /// Takes the live overdue items out into `self.due`, sorted.
+    /// Takes the overdue items out into `self.due`, sorted.
     pub(super) fn collect_overdue(&mut self) {
-        let mut recs = mem::take(&mut self.overdue.recs);
-        self.overdue.dead = 0;
-        for r in &recs {
-            if self.slab.is_live(r.slot, r.stamp) {
-                self.due.push(Due {
-                    due: r.due,
-                    item: self.slab.remove(r.slot),
-                });
-            }
+        let mut recs = mem::take(&mut self.overdue);
+        for r in recs.drain(..) {
+            self.due.push(Due {
+                due: r.due,
+                item: self.slab.remove(r.slot),
+            });
         }
         self.len -= self.due.len();
         self.due.sort_unstable_by_key(|d| d.due);
-        recs.clear();
-        self.overdue.recs = recs;
+        self.overdue = recs; // empty, keeping its allocation
     }
 
-    /// Empties the popped bucket `id` (first tick `start`): live items due by `target` go to
-    /// `self.due`, sorted; the records of the rest, with their due ticks, to `self.spill`.
+    /// Empties the popped bucket `id` (first tick `start`): items due by `target` go to
+    /// `self.due`, sorted; the slots of the rest, with their due ticks, to `self.spill`.
     pub(super) fn collect_bucket(&mut self, id: u32, start: u64, target: u64) {
         let (level, slot) = self.split(id);
-        let bucket = &mut self.levels[level][slot];
-        let mut recs = mem::take(&mut bucket.recs);
-        bucket.dead = 0;
+        let mut recs = mem::take(&mut self.levels[level][slot]);
         let last = start | bucket_span_mask(level as u32, self.bits);
-        for (i, r) in recs.iter().enumerate() {
-            if let Some(ahead) = recs.get(i + PREFETCH_AHEAD) {
-                self.slab.prefetch(ahead.slot);
+        for (i, &s) in recs.iter().enumerate() {
+            if let Some(&ahead) = recs.get(i + PREFETCH_AHEAD) {
+                self.slab.prefetch(ahead);
             }
-            let Some(due) = self.slab.live_due(r.slot, r.stamp) else {
-                continue;
-            };
+            let due = self.slab.at(s).due();
             debug_assert!(start <= due && due <= last, "record outside its bucket");
             if due <= target {
                 self.due.push(Due {
                     due,
-                    item: self.slab.remove(r.slot),
+                    item: self.slab.remove(s),
                 });
             } else {
-                self.spill.push((*r, due));
+                self.spill.push((s, due));
             }
         }
         self.len -= self.due.len();
@@ -123,7 +115,7 @@ impl<T> TimingWheel<T> {
         }
         recs.clear();
         if recs.capacity() <= RETAINED_CAPACITY {
-            self.levels[level][slot].recs = recs;
+            self.levels[level][slot] = recs;
         }
     }
 
@@ -143,12 +135,8 @@ impl<T> TimingWheel<T> {
 
     /// Puts a due item that was not handed out back into the wheel, as overdue (a new entry).
     pub(super) fn defer(&mut self, d: Due<T>) {
-        let (slot, _, stamp) = self.slab.insert(d.due.min(self.cur), d.item);
-        self.overdue.recs.push(OverdueRec {
-            due: d.due,
-            slot,
-            stamp,
-        });
+        let (slot, _) = self.slab.insert(d.due.min(self.cur), d.item);
+        self.push_overdue(slot, d.due);
         self.len += 1;
     }
 }

@@ -1,9 +1,9 @@
-//! Where entries live: locating an entry's bucket, placing records, and counting and compacting
-//! dead ones.
+//! Where entries live: locating an entry's bucket, placing its record there, and taking the record
+//! out again.
 
 use std::cmp::Reverse;
 
-use super::{Bucket, OVERDUE, RETAINED_CAPACITY, Rec, TimingWheel};
+use super::{OVERDUE, OverdueRec, RETAINED_CAPACITY, TimingWheel};
 use crate::time::{bucket_start, level_for, max_levels, slot_for};
 
 impl<T> TimingWheel<T> {
@@ -18,21 +18,21 @@ impl<T> TimingWheel<T> {
         }
     }
 
-    /// Puts a record into the bucket its entry, due at `due > cur`, belongs in, creating the level
-    /// and offering the bucket to the queue when this is its first record of the round.
+    /// Records the entry at `slot`, due at `due > cur`, in the bucket it belongs in, creating the
+    /// level and offering the bucket to the queue when this is its first record of the round.
     #[inline]
-    pub(super) fn place_in_bucket(&mut self, rec: Rec, due: u64) {
+    pub(super) fn place_in_bucket(&mut self, slot: u32, due: u64) {
         let level = level_for(self.cur, due, self.bits);
-        let slot = slot_for(due, level, self.bits);
+        let bucket_slot = slot_for(due, level, self.bits);
         if level as usize >= self.levels.len() {
             self.grow_levels(level);
         }
-        let bucket = &mut self.levels[level as usize][slot as usize];
-        if bucket.recs.is_empty() {
+        let bucket = &mut self.levels[level as usize][bucket_slot as usize];
+        if bucket.is_empty() {
             if level == 0 {
-                self.level0.set(slot);
+                self.level0.set(bucket_slot);
             } else {
-                let id = (level << self.bits) | slot;
+                let id = (level << self.bits) | bucket_slot;
                 debug_assert!(
                     self.queue.get(&id).is_none(),
                     "an empty bucket is never queued"
@@ -41,7 +41,15 @@ impl<T> TimingWheel<T> {
                     .push(id, Reverse(bucket_start(due, level, self.bits)));
             }
         }
-        bucket.recs.push(rec);
+        self.slab.set_pos(slot, bucket.len() as u32);
+        bucket.push(slot);
+    }
+
+    /// Records the entry at `slot` on the overdue list; `due` is its true due tick (the entry's
+    /// own is clamped to `cur`).
+    pub(super) fn push_overdue(&mut self, slot: u32, due: u64) {
+        self.slab.set_pos(slot, self.overdue.len() as u32);
+        self.overdue.push(OverdueRec { due, slot });
     }
 
     /// The earliest non-empty level-0 bucket, as (slot, first tick).
@@ -57,31 +65,38 @@ impl<T> TimingWheel<T> {
     pub(super) fn grow_levels(&mut self, level: u32) {
         debug_assert!(level < max_levels(self.bits));
         while self.levels.len() <= level as usize {
-            self.levels.push(
-                (0..1usize << self.bits)
-                    .map(|_| Bucket::default())
-                    .collect(),
-            );
+            self.levels
+                .push((0..1usize << self.bits).map(|_| Vec::new()).collect());
         }
     }
 
-    /// Counts one more dead record at `loc`, compacting it once half its records are dead.
-    pub(super) fn note_dead(&mut self, loc: u32) {
-        let slab = &self.slab;
-        let emptied = if loc == OVERDUE {
-            note_dead_in(&mut self.overdue, |r| slab.is_live(r.slot, r.stamp))
-        } else {
-            let (level, slot) = self.split(loc);
-            note_dead_in(&mut self.levels[level][slot], |r| {
-                slab.is_live(r.slot, r.stamp)
-            })
-        };
-        if emptied && loc != OVERDUE {
-            if loc >> self.bits == 0 {
+    /// Takes the record at index `pos` out of location `loc` by moving the location's last record
+    /// into its place, and leaves a bucket it empties out of the bitmap or the queue. O(1),
+    /// besides a rare shrink of a bucket that a burst had grown.
+    #[inline]
+    pub(super) fn unlink(&mut self, loc: u32, pos: u32) {
+        let i = pos as usize;
+        if loc == OVERDUE {
+            self.overdue.swap_remove(i);
+            if let Some(moved) = self.overdue.get(i) {
+                self.slab.set_pos(moved.slot, pos);
+            }
+            return;
+        }
+        let (level, bucket_slot) = self.split(loc);
+        let bucket = &mut self.levels[level][bucket_slot];
+        bucket.swap_remove(i);
+        if let Some(&moved) = bucket.get(i) {
+            self.slab.set_pos(moved, pos);
+        } else if bucket.is_empty() {
+            if level == 0 {
                 self.level0.clear(loc);
             } else {
                 self.queue.remove(&loc);
             }
+        }
+        if bucket.capacity() > RETAINED_CAPACITY && bucket.capacity() > 4 * bucket.len() {
+            bucket.shrink_to(2 * bucket.len());
         }
     }
 
@@ -93,20 +108,4 @@ impl<T> TimingWheel<T> {
             (id & ((1 << self.bits) - 1)) as usize,
         )
     }
-}
-
-/// Records one more dead record in `bucket` and compacts it when at least half are dead. Returns
-/// true if that left the bucket empty.
-fn note_dead_in<R>(bucket: &mut Bucket<R>, live: impl Fn(&R) -> bool) -> bool {
-    bucket.dead += 1;
-    if (bucket.dead as usize) * 2 < bucket.recs.len() {
-        return false;
-    }
-    bucket.recs.retain(|r| live(r));
-    bucket.dead = 0;
-    if bucket.recs.capacity() > RETAINED_CAPACITY && bucket.recs.capacity() > 4 * bucket.recs.len()
-    {
-        bucket.recs.shrink_to(2 * bucket.recs.len());
-    }
-    bucket.recs.is_empty()
 }

@@ -7,40 +7,36 @@ use super::TimingWheel;
 impl<T> TimingWheel<T> {
     /// Checks every invariant in the module docs. O(size of the wheel): tests only.
     pub(crate) fn check(&self) {
-        let mut live = 0;
+        let mut records = 0;
         let mut queued = 0;
         for (level, buckets) in self.levels.iter().enumerate() {
             for (slot, b) in buckets.iter().enumerate() {
                 let id = ((level as u32) << self.bits) | slot as u32;
-                let mut dead = 0;
-                for r in &b.recs {
-                    if self.slab.is_live(r.slot, r.stamp) {
-                        live += 1;
-                        let due = self.slab.at(r.slot).due();
-                        assert_eq!(
-                            self.locate(due),
-                            id,
-                            "entry due {due} in the wrong bucket (cur {})",
-                            self.cur
-                        );
-                    } else {
-                        dead += 1;
-                    }
+                for (i, &s) in b.iter().enumerate() {
+                    let e = self.slab.at(s);
+                    assert!(
+                        e.item().is_some(),
+                        "bucket {level}/{slot} names vacant slot {s}"
+                    );
+                    assert_eq!(e.pos() as usize, i, "pos of the entry at slot {s}");
+                    let due = e.due();
+                    assert_eq!(
+                        self.locate(due),
+                        id,
+                        "entry due {due} in the wrong bucket (cur {})",
+                        self.cur
+                    );
+                    records += 1;
                 }
-                assert_eq!(dead, b.dead, "dead count of bucket {level}/{slot}");
-                assert!(
-                    b.recs.is_empty() || (2 * dead as usize) < b.recs.len(),
-                    "bucket {level}/{slot} not compacted"
-                );
                 if level == 0 {
                     assert_eq!(
                         self.level0.is_set(slot as u32),
-                        !b.recs.is_empty(),
+                        !b.is_empty(),
                         "occupancy bit of level-0 bucket {slot}"
                     );
                     let mask = (1u64 << self.bits) - 1;
                     assert!(
-                        b.recs.is_empty() || slot as u64 > (self.cur & mask),
+                        b.is_empty() || slot as u64 > (self.cur & mask),
                         "level-0 bucket {slot} at or before the clock's slot (cur {})",
                         self.cur
                     );
@@ -49,11 +45,11 @@ impl<T> TimingWheel<T> {
                 match self.queue.get(&id) {
                     Some((_, &Reverse(start))) => {
                         queued += 1;
-                        assert!(!b.recs.is_empty(), "queued bucket {level}/{slot} is empty");
+                        assert!(!b.is_empty(), "queued bucket {level}/{slot} is empty");
                         assert!(start > self.cur, "queued bucket {level}/{slot} already due");
                     }
                     None => assert!(
-                        b.recs.is_empty(),
+                        b.is_empty(),
                         "bucket {level}/{slot} holds records but is not queued"
                     ),
                 }
@@ -64,17 +60,15 @@ impl<T> TimingWheel<T> {
             self.queue.len(),
             "the queue names buckets that do not exist"
         );
-        let mut dead = 0;
-        for r in &self.overdue.recs {
-            if self.slab.is_live(r.slot, r.stamp) {
-                live += 1;
-                assert!(self.slab.at(r.slot).due() <= self.cur);
-            } else {
-                dead += 1;
-            }
+        for (i, r) in self.overdue.iter().enumerate() {
+            let e = self.slab.at(r.slot);
+            assert!(e.item().is_some(), "the overdue list names a vacant slot");
+            assert_eq!(e.pos() as usize, i, "pos of an overdue entry");
+            assert!(e.due() <= self.cur && e.due() <= r.due);
+            records += 1;
         }
-        assert_eq!(dead, self.overdue.dead);
-        assert_eq!(live, self.len, "live records != len");
+        // With `pos` pointing back at each record, no entry has two: records == len is a bijection.
+        assert_eq!(records, self.len, "records != len");
         assert_eq!(
             self.slab.occupied().count(),
             self.len,

@@ -55,8 +55,7 @@
 //! | what | rule |
 //! |------|------|
 //! | location | an occupied entry's location is `locate(entry.due)` for the current clock `cur`: the overdue list if `due <= cur`, else bucket `level_for(cur, due)` |
-//! | records | a bucket holds `(slot, stamp)` records; a record is live iff its slot is occupied with that stamp; each occupied entry has exactly one live record, in its location |
-//! | dead records | `bucket.dead` counts the bucket's dead records; when `2 * dead >= len` the bucket is compacted, so dead records never outnumber live ones by more than one per bucket |
+//! | records | a bucket (and the overdue list) holds one record per entry it holds, naming the entry's slot: each occupied entry has exactly one record, in its location, at index `entry.pos`; no record names a vacant entry |
 //! | queue | a bucket above level 0 is in the queue iff it holds a record, keyed by its first tick; every bucket in the queue holds a live record and starts after `cur` |
 //! | occupancy | a level-0 bucket's bit is set iff it holds a record; every such bucket starts after `cur`, within `cur`'s level-0 span |
 //! | order | outside `advance`, every level-`k` bucket expires before every level-`k+1` one |
@@ -119,19 +118,16 @@ impl TimerId {
     }
 }
 
-/// A bucket's pointer to an entry: live iff the slab entry at `slot` still has this `stamp`.
-#[derive(Clone, Copy, Debug)]
-struct Rec {
-    slot: u32,
-    stamp: u32,
-}
+/// A bucket: the slots of the entries it holds, in no particular order. A cancel takes a record
+/// out by moving the last one into its place (`TimingWheel::unlink`), so a bucket holds no dead
+/// records and needs no compaction.
+type Bucket = Vec<u32>;
 
 /// A record of the overdue list, which also keeps the due tick it is ordered by (see `reschedule`).
 #[derive(Clone, Copy, Debug)]
 struct OverdueRec {
     due: u64,
     slot: u32,
-    stamp: u32,
 }
 
 /// An item found due during `advance`, already out of the slab, waiting to be handed out in
@@ -141,21 +137,6 @@ struct OverdueRec {
 struct Due<T> {
     due: u64,
     item: T,
-}
-
-#[derive(Debug)]
-struct Bucket<R> {
-    recs: Vec<R>,
-    dead: u32,
-}
-
-impl<R> Default for Bucket<R> {
-    fn default() -> Self {
-        Bucket {
-            recs: Vec::new(),
-            dead: 0,
-        }
-    }
 }
 
 /// Bucket ids are small dense integers: a multiplicative hash spreads them at no cost.
@@ -218,7 +199,7 @@ pub struct TimingWheel<T> {
     /// The tick `now` has reached (`reached_tick(now)`); every level's clock derives from it.
     cur: u64,
     /// Levels created so far; level `k` exists once some deadline needed it.
-    levels: Vec<Box<[Bucket<Rec>]>>,
+    levels: Vec<Box<[Bucket]>>,
     /// The one delay queue of non-empty buckets above level 0, earliest expiration (in ticks)
     /// first.
     queue: BucketQueue,
@@ -226,13 +207,13 @@ pub struct TimingWheel<T> {
     level0: Occupancy,
     /// Entries rescheduled to a deadline that has already passed: handed out first at the next
     /// `advance`.
-    overdue: Bucket<OverdueRec>,
+    overdue: Vec<OverdueRec>,
     slab: Slab<T>,
     len: usize,
     /// Scratch for `advance`, kept to reuse its allocation.
     due: Vec<Due<T>>,
     /// Scratch for `advance`: records of the last popped bucket that are not yet due.
-    spill: Vec<(Rec, u64)>,
+    spill: Vec<(u32, u64)>,
 }
 
 impl<T> TimingWheel<T> {
@@ -276,7 +257,7 @@ impl<T> TimingWheel<T> {
             levels: Vec::new(),
             queue: BucketQueue::default(),
             level0: Occupancy::new(wheel_size),
-            overdue: Bucket::default(),
+            overdue: Vec::new(),
             slab: Slab::new(),
             len: 0,
             due: Vec::new(),
@@ -302,8 +283,8 @@ impl<T> TimingWheel<T> {
             });
         }
         let due = due_tick(deadline, self.tick);
-        let (slot, generation, stamp) = self.slab.insert(due, item);
-        self.place_in_bucket(Rec { slot, stamp }, due);
+        let (slot, generation) = self.slab.insert(due, item);
+        self.place_in_bucket(slot, due);
         self.len += 1;
         Ok(TimerId { slot, generation })
     }
@@ -311,13 +292,13 @@ impl<T> TimingWheel<T> {
     /// Removes the entry and returns its item: `Some` if it was pending, `None` if it already
     /// fired, was cancelled, or the id is stale. O(1) amortized; the item is dropped or returned at
     /// once, not when its bucket comes round.
+    #[inline]
     pub fn cancel(&mut self, id: TimerId) -> Option<T> {
-        let due = self.slab.get(id.slot, id.generation)?.due();
-        let loc = self.locate(due);
-        let item = self.slab.remove(id.slot);
+        let entry = self.slab.get(id.slot, id.generation)?;
+        let (loc, pos) = (self.locate(entry.due()), entry.pos());
+        self.unlink(loc, pos);
         self.len -= 1;
-        self.note_dead(loc);
-        Some(item)
+        Some(self.slab.remove(id.slot))
     }
 
     /// Gives a pending entry a new deadline. O(1) amortized.
@@ -329,35 +310,21 @@ impl<T> TimingWheel<T> {
         let Some(entry) = self.slab.get(id.slot, id.generation) else {
             return false;
         };
-        let from = self.locate(entry.due());
+        let (from, pos) = (self.locate(entry.due()), entry.pos());
+        let due = due_tick(deadline, self.tick);
         if deadline <= self.now {
             // Already due. Its rounded deadline may still lie beyond `cur` (later in the current
             // tick), so the stored tick is clamped to `cur`, which keeps `locate` pointing at the
             // overdue list, and the true tick travels in the overdue record to keep the order.
-            let due = due_tick(deadline, self.tick);
-            let stamp = self.slab.set_due(id.slot, due.min(self.cur), true);
-            self.note_dead(from);
-            self.overdue.recs.push(OverdueRec {
-                due,
-                slot: id.slot,
-                stamp,
-            });
+            self.unlink(from, pos);
+            self.slab.set_due(id.slot, due.min(self.cur));
+            self.push_overdue(id.slot, due);
             return true;
         }
-        let due = due_tick(deadline, self.tick);
-        let to = self.locate(due);
-        if to == from {
-            self.slab.set_due(id.slot, due, false);
-        } else {
-            let stamp = self.slab.set_due(id.slot, due, true);
-            self.note_dead(from);
-            self.place_in_bucket(
-                Rec {
-                    slot: id.slot,
-                    stamp,
-                },
-                due,
-            );
+        self.slab.set_due(id.slot, due);
+        if self.locate(due) != from {
+            self.unlink(from, pos);
+            self.place_in_bucket(id.slot, due);
         }
         true
     }
@@ -379,7 +346,7 @@ impl<T> TimingWheel<T> {
     /// `now()` if an entry was rescheduled into the past). It is never after the earliest pending
     /// deadline rounded up to the tick, so a caller may sleep until then and miss nothing.
     pub fn next_expiration(&self) -> Option<u64> {
-        if !self.overdue.recs.is_empty() {
+        if !self.overdue.is_empty() {
             return Some(self.now);
         }
         let start = match self.first_level0() {
@@ -429,9 +396,9 @@ impl<T> TimingWheel<T> {
             .map(|(_, slot)| self.slab.remove(slot))
             .collect();
         for level in &mut self.levels {
-            level.iter_mut().for_each(|b| *b = Bucket::default());
+            level.iter_mut().for_each(|b| *b = Bucket::new());
         }
-        self.overdue = Bucket::default();
+        self.overdue = Vec::new();
         self.queue.clear();
         self.level0.clear_all();
         self.len = 0;
@@ -445,19 +412,19 @@ impl<T> TimingWheel<T> {
             .levels
             .iter()
             .map(|l| {
-                mem::size_of_val::<[Bucket<Rec>]>(l)
+                mem::size_of_val::<[Bucket]>(l)
                     + l.iter()
-                        .map(|b| b.recs.capacity() * mem::size_of::<Rec>())
+                        .map(|b| b.capacity() * mem::size_of::<u32>())
                         .sum::<usize>()
             })
             .sum();
         self.slab.heap_bytes()
             + buckets
-            + self.overdue.recs.capacity() * mem::size_of::<OverdueRec>()
+            + self.overdue.capacity() * mem::size_of::<OverdueRec>()
             + self.queue.capacity()
                 * (mem::size_of::<(u32, Reverse<u64>)>() + 2 * mem::size_of::<usize>())
             + self.level0.heap_bytes()
             + self.due.capacity() * mem::size_of::<Due<T>>()
-            + self.spill.capacity() * mem::size_of::<(Rec, u64)>()
+            + self.spill.capacity() * mem::size_of::<(u32, u64)>()
     }
 }

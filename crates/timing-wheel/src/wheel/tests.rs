@@ -110,22 +110,44 @@ fn after_a_panicking_callback_earlier_items_still_come_out_first() {
 }
 
 #[test]
-fn cancel_heavy_load_keeps_buckets_compact() {
+fn cancel_heavy_load_keeps_no_dead_records() {
     let mut w = TimingWheel::new(1, 64, 0).unwrap();
     let mut last = None;
     for i in 0..100_000u64 {
         // All into one far bucket, each cancelled right after the next insert.
         let id = w.insert(1_000_000 + (i % 7), i).unwrap();
         if let Some(prev) = last.replace(id) {
-            w.cancel(prev);
+            assert_eq!(w.cancel(prev), Some(i - 1));
         }
     }
     w.check();
-    let records: usize = w
+    let records: usize = w.levels.iter().flat_map(|l| l.iter()).map(Vec::len).sum();
+    assert_eq!(records, 1, "a cancel takes its record out");
+}
+
+#[test]
+fn a_cancelled_burst_gives_its_bucket_memory_back() {
+    let mut w = TimingWheel::new(1, 64, 0).unwrap();
+    let ids: Vec<_> = (0..100_000u64)
+        .map(|i| w.insert(1_000_000 + (i % 7), i).unwrap())
+        .collect();
+    let peak = w.heap_bytes();
+    for (i, &id) in ids.iter().enumerate().rev().skip(1) {
+        assert_eq!(w.cancel(id), Some(i as u64));
+    }
+    w.check();
+    let capacity: usize = w
         .levels
         .iter()
         .flat_map(|l| l.iter())
-        .map(|b| b.recs.len())
+        .map(Vec::capacity)
         .sum();
-    assert!(records <= 2, "dead records pile up: {records}");
+    assert!(
+        capacity <= RETAINED_CAPACITY,
+        "the bucket kept {capacity} record slots for 1 record"
+    );
+    assert!(w.heap_bytes() < peak);
+    let mut fired = Vec::new();
+    w.advance(1_000_010, |i| fired.push(i));
+    assert_eq!(fired, [99_999]);
 }
