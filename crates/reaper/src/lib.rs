@@ -11,7 +11,7 @@
 //!
 //! | field             | who writes it | meaning |
 //! |-------------------|---------------|---------|
-//! | `Shard::next_wake`| the shard (lowered by anyone with `fetch_min`; set by whoever collects) | the clock time by which the tick thread must next collect this shard |
+//! | `Shard::next_wake`| the shard (lowered by anyone with `fetch_min`; set, so possibly raised, only in [`Shard::collect`]) | the clock time by which the tick thread must next collect this shard |
 //! | `sleeping_until`  | the tick thread (0 while awake, else the time it sleeps until; `u64::MAX`: until woken); a waker sets 0 when it notifies | a shard that lowered its `next_wake` below this must wake the thread |
 //! | `processed`       | the tick thread, under `state` | every item due by this time has been handed to the sink, and no shard has more due by it |
 //! | `closed`          | [`Reaper::close`], under `state` | the thread exits at its next look; nothing is handed out after |
@@ -26,6 +26,11 @@
 //! the shard sees the thread asleep and notifies it under the state lock, which the thread holds
 //! until it waits. (Fences, not sequentially consistent loads and stores, so that `loom` checks
 //! the handshake: it models the fences exactly.)
+//!
+//! **Raising `next_wake`.** A collect may raise a shard's `next_wake` over a lowering it did not
+//! see. After a round of collects the tick thread issues one [`barrier::heavy`] and calls
+//! [`Shard::settle`] on each shard it collected, which looks for what arrived meanwhile; the
+//! shard's add path pairs it with [`barrier::light`] (free where Linux's `membarrier` exists).
 //!
 //! ```
 //! use std::sync::{Arc, Mutex, mpsc};
@@ -82,6 +87,7 @@
 //! reaper.close();
 //! ```
 
+pub mod barrier;
 mod clock;
 mod loom;
 
@@ -109,6 +115,14 @@ pub trait Shard: Send + Sync + 'static {
     /// the time reads `clock` itself, after it has seen what it stamps. Called by the tick
     /// thread, never with a lock of this crate held.
     fn collect(&self, clock: &dyn Clock, now: u64, due: &mut Vec<Due<Self::Item>>);
+
+    /// Called after a round in which [`collect`](Self::collect) ran on this shard, once the tick
+    /// thread has issued one [`barrier::heavy`] for the whole round: the heavy half of a
+    /// handshake whose light half ([`barrier::light`]) is on the shard's add path. A shard whose
+    /// `collect` raised `next_wake` looks here for what was added meanwhile. Default: nothing.
+    fn settle(&self, now: u64) {
+        let _ = now;
+    }
 }
 
 /// An item a shard found due, with the deadline the tick thread orders hand-offs by.
@@ -287,6 +301,7 @@ impl<S: Shard> Shared<S> {
         let _exit = Exit(self);
         let mut batch = Vec::new();
         let mut shards: Vec<Arc<S>> = Vec::new();
+        let mut collected: Vec<usize> = Vec::new();
         let mut seen = usize::MAX;
         let mut st = self.state.lock();
         st.thread = Some(thread::current().id());
@@ -298,9 +313,18 @@ impl<S: Shard> Shared<S> {
             drop(st);
             let now = self.clock.now();
             self.refresh(&mut shards, &mut seen);
-            for shard in &shards {
+            collected.clear();
+            for (i, shard) in shards.iter().enumerate() {
                 if shard.next_wake() <= now.saturating_add(self.early) {
                     shard.collect(self.clock.as_ref(), now, &mut batch);
+                    collected.push(i);
+                }
+            }
+            if !collected.is_empty() {
+                // One process-wide barrier for the round, however many shards it collected.
+                barrier::heavy();
+                for &i in &collected {
+                    shards[i].settle(now);
                 }
             }
             if !batch.is_empty() {

@@ -7,17 +7,22 @@
 //!    whoever drains it, from a clock reading taken after the add).
 //! 2. Take a vacant slot from the thread's own free list, fill it, publish its word (release),
 //!    and record it in the ring.
-//! 3. A sequentially consistent fence, then read the lifecycle: if shutdown has begun, take the
-//!    task back unless shutdown already claimed it. Shutdown moves the lifecycle, fences, and
-//!    then scans the slots, so one of the two sees the other: no task is stranded.
+//! 3. A fence, then read the lifecycle: if shutdown has begun, take the task back unless shutdown
+//!    already claimed it. Shutdown moves the lifecycle, fences, and then scans the slots, so one
+//!    of the two sees the other: no task is stranded.
 //! 4. After the same fence, read `next_wake`: if the tick thread would not look at the shard
-//!    within a tick of this thread's clock reading, lower it and wake the thread. Whoever drains
-//!    the ring sets `next_wake`, fences, and then looks at the ring: one of the two sees the
-//!    other, so no record waits longer than that.
+//!    within a tick of this thread's clock reading, lower it and wake the thread. The tick thread
+//!    drains the ring, sets `next_wake`, fences, and then looks at the ring: one of the two sees
+//!    the other, so no record waits longer than that. (Other drains only lower `next_wake`.)
+//!
+//! The fence is asymmetric (`tickwheel_reaper::barrier`): on this side a compiler fence, on the
+//! other two a process-wide `membarrier` (once per shutdown, once per tick-thread round), where
+//! Linux has it; a `SeqCst` fence on both sides elsewhere.
 //!
 //! Clock reads: one per add due within 64 ticks (or on a manual clock), otherwise one per drain of
 //! the ring (at most one per tick, or per 256 adds). Atomic read-modify-writes on the common
-//! path: none on shared lines; the fence, and the handle's count on the shard.
+//! path: none on shared lines; the handle's count on the shard. No fence instruction where
+//! `membarrier` exists.
 
 use std::sync::Arc;
 
@@ -98,7 +103,7 @@ pub(crate) fn add(core: &Arc<Core>, lease: Lease, task: Task) -> Result<TimerHan
         Plan::Unstamped { .. } | Plan::Stamped { now: false, .. }
     );
     let pushed = in_ring && shard.push(i, generation);
-    fence(SeqCst);
+    tickwheel_reaper::barrier::light(); // the heavy half: shutdown's, and the tick thread's drain (barrier.rs)
     // (If the take fails, shutdown claimed the task: it is returned, and the handle says so.)
     if !core.lifecycle.is_open()
         && let Some((_, work)) = s.take(generation, |w| w == word, Word::vacated)

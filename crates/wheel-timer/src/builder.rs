@@ -163,6 +163,7 @@ impl TimerBuilder {
 
     /// Builds the timer and starts its threads.
     pub fn build(self) -> Result<Timer, BuildError> {
+        tickwheel_reaper::barrier::init();
         if self.tick < MIN_TICK {
             return Err(BuildError::TickTooSmall {
                 tick: self.tick,

@@ -70,7 +70,7 @@ impl Ring {
         self.consume(self.published(), |_| {});
     }
 
-    /// True if no record waits (call after a fence: see `Shard::publish_next_wake`).
+    /// True if no record waits (call after a barrier: see `Shard::publish_next_wake`).
     pub(crate) fn is_empty(&self) -> bool {
         self.tail.load(Acquire) == self.head.load(Acquire)
     }

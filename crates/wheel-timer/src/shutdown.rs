@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::core::{Core, active};
 use crate::job::next_run;
-use crate::loom::atomic::{Ordering::*, fence};
+use crate::loom::atomic::Ordering::*;
 use crate::shard::Returned;
 use crate::task::{Cadence, MisfirePolicy, Repeat, Task, When, Work};
 
@@ -74,7 +74,7 @@ impl Core {
         }
         // The other half of the add's handshake (`add.rs`): an add either sees the lifecycle
         // closing or its slot is seen by the scans below.
-        fence(SeqCst);
+        tickwheel_reaper::barrier::heavy();
         // Joined, unless this is the tick thread itself (a task on an inline executor): it then
         // exits after its current batch, whose tasks are `DUE` and claimed below.
         self.reaper.close();

@@ -103,6 +103,7 @@ impl Timer {
     /// }
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[inline]
     pub fn add_or_submit(&self, task: Task) -> Result<TimerHandle, AddError> {
         add_to(&self.core, task)
     }
@@ -365,6 +366,7 @@ impl fmt::Debug for Timer {
 }
 
 /// `add_or_submit` on `core`: refuses a zero period and a timer shut down, then adds.
+#[inline(always)]
 pub(crate) fn add_to(core: &Arc<Core>, task: Task) -> Result<TimerHandle, AddError> {
     let rounded = match &task.work {
         Work::Every(r) if r.period == 0 => return Err(AddError::ZeroPeriod(task)),

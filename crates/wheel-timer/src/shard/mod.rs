@@ -33,7 +33,7 @@ pub(crate) use moves::Rearm;
 mod stamp;
 
 use crate::core::Core;
-use crate::loom::atomic::{AtomicU64, Ordering::*, fence};
+use crate::loom::atomic::{AtomicU64, Ordering::*};
 use crate::loom::{Mutex, MutexGuard};
 use crate::ring::{self, Ring};
 use crate::slot::{OwnerToken, Run};

@@ -133,7 +133,7 @@ impl Shard {
         if s.word().is(generation, QUEUED) {
             // Stamp it (and the ring with it) first: it then has a place in the wheel to move.
             let drained = self.drain_ring(&mut locked, clock, due);
-            self.publish_next_wake(&locked, now, drained);
+            self.lower_after_drain(&locked, now, drained);
         }
         if !s.word().is(generation, WAITING) {
             return None;

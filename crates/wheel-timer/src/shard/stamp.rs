@@ -50,7 +50,7 @@ impl Shard {
             if unstamped(s.word()) {
                 let now = clock.now();
                 let drained = self.drain_ring(&mut locked, clock, due);
-                self.publish_next_wake(&locked, now, drained);
+                self.lower_after_drain(&locked, now, drained);
             }
         }
         loop {
@@ -158,26 +158,36 @@ impl Shard {
         next
     }
 
-    /// Sets `next_wake` after draining the ring (under the lock): the wheel's next expiration,
-    /// or sooner if records arrived meanwhile. Storing may overwrite an owner's `fetch_min` for
-    /// such a record, so the ring is looked at afterwards: any record the store did not account
-    /// for is either seen here or its owner sees the new value and lowers it again.
+    /// Sets `next_wake` after the tick thread drained the ring (under the lock): the wheel's next
+    /// expiration, or sooner if records arrived meanwhile. Storing may overwrite an owner's
+    /// `fetch_min` for such a record, so the tick thread issues a process-wide barrier after its
+    /// round and then looks at the ring again ([`settle`](tickwheel_reaper::Shard::settle)): any
+    /// record the store did not account for is either seen there or its owner sees the new value
+    /// and lowers it again (the owner's half is `barrier::light` in `add.rs`).
     ///
     /// While adds keep coming (this drain found records), the tick thread keeps looking once a
     /// tick: otherwise the next add after every drain would have to wake it. It stops one tick
     /// after the adds stop.
-    pub(super) fn publish_next_wake(&self, locked: &Locked, now: u64, drained: usize) {
-        let mut next = locked.wheel.next_expiration().unwrap_or(u64::MAX);
-        let bound = self.bound.load(Relaxed);
-        if drained > 0 {
-            next = next.min(now.saturating_add(bound));
-        }
+    fn publish_next_wake(&self, locked: &Locked, now: u64, drained: usize) {
+        let next = self.wake_after_drain(locked, now, drained);
         self.consumer.next_wake.store(next, SeqCst);
-        fence(SeqCst); // the other half of the handshake in `add.rs`
-        if !self.ring.is_empty() {
-            self.consumer
-                .next_wake
-                .fetch_min(now.saturating_add(bound), SeqCst);
+    }
+
+    /// After a drain by a thread that is not the tick thread (a handle asking for its deadline, a
+    /// reschedule), `next_wake` may only be lowered: raising it needs the tick thread's barrier
+    /// (above). A value left too low costs one early look by the tick thread, which then raises it.
+    pub(super) fn lower_after_drain(&self, locked: &Locked, now: u64, drained: usize) {
+        let next = self.wake_after_drain(locked, now, drained);
+        self.consumer.next_wake.fetch_min(next, SeqCst);
+    }
+
+    /// When the tick thread should look next after a drain that moved `drained` records.
+    fn wake_after_drain(&self, locked: &Locked, now: u64, drained: usize) -> u64 {
+        let next = locked.wheel.next_expiration().unwrap_or(u64::MAX);
+        if drained > 0 {
+            next.min(now.saturating_add(self.bound.load(Relaxed)))
+        } else {
+            next
         }
     }
 
@@ -248,5 +258,14 @@ impl tickwheel_reaper::Shard for Shard {
             }
         });
         self.publish_next_wake(&locked, now, drained);
+    }
+
+    fn settle(&self, now: u64) {
+        // After the tick thread's barrier: the other half of the add's handshake (`add.rs`).
+        if !self.ring.is_empty() {
+            self.consumer
+                .next_wake
+                .fetch_min(now.saturating_add(self.bound.load(Relaxed)), SeqCst);
+        }
     }
 }
