@@ -11,7 +11,7 @@
 //!
 //! | field             | who writes it | meaning |
 //! |-------------------|---------------|---------|
-//! | `Shard::next_wake`| the shard (lowered by anyone with `fetch_min`; set, so possibly raised, only in [`Shard::collect`]) | the clock time by which the tick thread must next collect this shard |
+//! | `Shard::next_wake`| the shard (lowered by anyone with `fetch_min`; set, so possibly raised, in [`Shard::collect`], or by a shard's only producer while it holds the shard) | the clock time by which the tick thread must next collect this shard |
 //! | `sleeping_until`  | the tick thread (0 while awake, else the time it sleeps until; `u64::MAX`: until woken); a waker sets 0 when it notifies | a shard that lowered its `next_wake` below this must wake the thread |
 //! | `processed`       | the tick thread, under `state` | every item due by this time has been handed to the sink, and no shard has more due by it |
 //! | `closed`          | [`Reaper::close`], under `state` | the thread exits at its next look; nothing is handed out after |

@@ -27,8 +27,14 @@ impl Shard {
                 self.stamp(&mut locked, rec, 0, due); // stamped: `now` is not used
             }
         }
-        // The ring is empty and its only producer is here: the wheel says it all.
-        let next = locked.wheel.next_expiration().unwrap_or(u64::MAX);
+        // The ring is empty and its only producer is here: the wheel says it all, unless a task
+        // re-armed already due waits in `overdue` for the tick thread (`rearm` lowered
+        // `next_wake` to 0 for it: this store must not raise it over that).
+        let next = if locked.overdue.is_empty() {
+            locked.wheel.next_expiration().unwrap_or(u64::MAX)
+        } else {
+            0
+        };
         self.consumer.next_wake.store(next, SeqCst);
         next
     }
@@ -262,6 +268,11 @@ impl tickwheel_reaper::Shard for Shard {
 
     fn settle(&self, now: u64) {
         // After the tick thread's barrier: the other half of the add's handshake (`add.rs`).
+        // Under the lock: another thread may have drained a record the owner did not wake for
+        // since `collect` (a handle's `deadline`, a reschedule); it lowers `next_wake` before it
+        // unlocks, so an empty ring here means the lowering is visible to the tick thread's next
+        // look at `next_wake`.
+        let _locked = self.locked.lock();
         if !self.ring.is_empty() {
             self.consumer
                 .next_wake
