@@ -21,7 +21,10 @@
 //!
 //! The heavy side runs once per round of the tick thread that collected a shard (at most once a
 //! tick, however many shards it collected: one barrier covers them all) and once per shutdown: a
-//! syscall of a few microseconds where adds save nanoseconds each.
+//! system call plus an interrupt to each other CPU then running a thread of the process, where
+//! adds save nanoseconds each. The price is per busy timer: a process with many timers whose
+//! tick threads all work every tick sends that many interrupts a tick; one timer per process, the
+//! design's intent, sends at most one per tick.
 //!
 //! [`Shard::collect`]: crate::Shard::collect
 //! [`Shard::settle`]: crate::Shard::settle
