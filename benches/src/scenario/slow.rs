@@ -244,7 +244,7 @@ impl Scenario for Slow {
             ]);
         }
         t.note(format!(
-            "lateness of the short tasks (start minus deadline, measured by the task); the cut-off is the last deadline plus {} s, after which queued jobs return at once; isolation: threshold 50 ms, 3 strikes within 1 s, slow pool of {SLOW} threads; the heap's timer thread hands every job to a pool of {} threads",
+            "lateness of the short tasks (start minus deadline, measured by the task); the cut-off is the last deadline plus {} s, after which queued jobs return at once; isolation: threshold 50 ms, 3 strikes within 1 s, slow pool of {SLOW} threads, a named class runs on at most threads - 1 of the timer's pool; the heap's timer thread hands every job to a pool of {} threads",
             wait.as_secs(),
             FAST + SLOW
         ));

@@ -39,11 +39,22 @@ pub type Job = Box<dyn FnOnce() + Send + 'static>;
 pub trait Executor: Send + Sync + 'static {
     /// Runs `job` some time soon, on some thread.
     fn execute(&self, job: Job);
+
+    /// How many jobs it runs at once, if it has a fixed number of threads. A timer uses it to
+    /// keep one class of tasks from taking every thread (see the timer's isolation settings);
+    /// `None` (the default) means "unknown", and no such share is enforced.
+    fn threads(&self) -> Option<usize> {
+        None
+    }
 }
 
 impl<E: Executor + ?Sized> Executor for Arc<E> {
     fn execute(&self, job: Job) {
         (**self).execute(job)
+    }
+
+    fn threads(&self) -> Option<usize> {
+        (**self).threads()
     }
 }
 
@@ -163,6 +174,10 @@ impl Executor for RayonExecutor {
             let _finished = finished;
             job();
         });
+    }
+
+    fn threads(&self) -> Option<usize> {
+        Some(self.pool.current_num_threads())
     }
 }
 

@@ -14,6 +14,9 @@
 //! that run is holding a thread now, and the next one would hold another. This costs the class a
 //! lock per run, so the default class (unnamed one-shot tasks, the hot path) is judged by its
 //! ended runs only, and a repeating task's own class needs no such rule (its runs never overlap).
+//! Nor can a named class hold every thread of the timer's pool at once (its share, `route.rs`):
+//! two of its runs starting together would otherwise take a 2-thread pool for their whole length
+//! before either is over the threshold.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
@@ -31,7 +34,9 @@ use tickwheel_reaper::duration_to_ns;
 /// A class is a [`Task::class`](crate::Task::class) name, a repeating task without one, or the
 /// default class of unnamed one-shot tasks. Strikes count when slow runs end; until then a named
 /// class also skips the timer's pool while one of its runs has been going longer than
-/// `threshold`, so its first slow runs cannot take every thread of the pool.
+/// `threshold`, and never runs on more than `threads - 1` of its threads at once (when the pool
+/// says how many it has, [`Executor::threads`](crate::Executor::threads), and has 2 or more), so
+/// its first slow runs cannot take every thread of the pool.
 ///
 /// ```
 /// use std::time::Duration;
@@ -108,6 +113,9 @@ pub(crate) struct Class {
     /// The start times of the runs in progress (a few: at most one per thread running the
     /// class).
     running: Mutex<Vec<u64>>,
+    /// Runs in progress on the timer's pool (named classes only): at most the class's share of
+    /// it (see `route.rs`).
+    in_pool: AtomicU32,
 }
 
 impl Default for Class {
@@ -118,6 +126,7 @@ impl Default for Class {
             last_slow: AtomicU64::new(0),
             busy: AtomicU32::new(0),
             running: Mutex::new(Vec::new()),
+            in_pool: AtomicU32::new(0),
         }
     }
 }
@@ -167,6 +176,24 @@ impl Class {
             running.swap_remove(i);
         }
         self.busy.store(running.len() as u32, Relaxed);
+    }
+
+    /// Takes one of the class's `share` places on the timer's pool for a run about to start
+    /// there; false if they are all taken (the run goes to the slow pool instead).
+    pub(crate) fn enter_pool(&self, share: u32) -> bool {
+        self.in_pool
+            .fetch_update(Relaxed, Relaxed, |n| (n < share).then_some(n + 1))
+            .is_ok()
+    }
+
+    /// Gives back the place `enter_pool` took.
+    pub(crate) fn leave_pool(&self) {
+        self.in_pool.fetch_sub(1, Relaxed);
+    }
+
+    /// True if all of the class's `share` places on the timer's pool are taken.
+    pub(crate) fn pool_share_taken(&self, share: u32) -> bool {
+        self.in_pool.load(Relaxed) >= share
     }
 
     /// Whether the class's next task goes to the slow pool at clock time `now()` (read only if

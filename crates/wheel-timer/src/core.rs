@@ -85,6 +85,7 @@ pub(crate) struct Config {
 impl Core {
     pub(crate) fn new(config: Config) -> Arc<Core> {
         let tick_ns = duration_to_ns(config.tick).max(1);
+        let routes = Routes::new(config.isolation, &config.name, config.executor.threads());
         Arc::new(Core {
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             exact: !config.clock.follows_real_time(),
@@ -109,7 +110,7 @@ impl Core {
             running: Running::new(),
             late: Mutex::new(Some(Vec::new())),
             on_drop: Mutex::new(config.on_drop),
-            routes: Routes::new(config.isolation, &config.name),
+            routes,
         })
     }
 

@@ -46,6 +46,16 @@ pub(crate) fn run(core: &Arc<Core>, fire: Fire, pool: Pool) {
             return core.send(fire, slow, to);
         }
     }
+    let watched = core.routes.watched(route);
+    // A named class takes a place of its share of this pool, or goes to the slow pool unclaimed
+    // (see `route.rs`); the place is held until the run ends.
+    let _place = match (pool, watched) {
+        (Pool::Main, Some(r)) => match core.routes.enter_pool(r) {
+            Ok(place) => Some(place),
+            Err(slow) => return core.send(fire, slow, Pool::Slow),
+        },
+        _ => None,
+    };
     // Counted as running before the claim, so a shutdown that sees the claim waits for the run.
     let _running = core.running.enter(core);
     let Some((run, work)) = s.start(fire.generation) else {
@@ -53,7 +63,6 @@ pub(crate) fn run(core: &Arc<Core>, fire: Fire, pool: Pool) {
     };
     let started = core.clock.now();
     let late = started.saturating_sub(fire.meant);
-    let watched = core.routes.watched(route);
     if let Some(r) = watched {
         r.class.begin(started);
     }

@@ -1,7 +1,17 @@
 //! Where a due task runs: its executor, chosen by the tick thread from the task's class.
 //!
 //! A task goes to the executor it names ([`Task::on`](crate::Task::on)), else to the slow pool
-//! if its class is isolated or overstaying (see `class.rs`), else to the timer's executor.
+//! if its class is isolated or overstaying (see `class.rs`) or has its whole share of the
+//! timer's pool, else to the timer's executor.
+//!
+//! **A class's share.** With isolation on, a named class runs at most `threads - 1` of its runs
+//! at once on a timer's pool of `threads` (2 or more; an executor that does not say how many
+//! threads it has, or has one, sets no share): whatever a class does, one thread stays for the
+//! others. Its further runs go to the slow pool. This is what keeps the first runs of a class
+//! that blocks from stalling everything while its strikes are still being counted (they are
+//! counted when runs end). The tick thread reads the share to choose; the job takes a place
+//! with a compare-and-swap as it starts, and goes on to the slow pool, unclaimed, if there is
+//! none.
 //!
 //! Each slot has a *route word* beside it (`Slots::route`): the id of the task's route in
 //! [`Routes`] (a class name and/or an executor, interned, never freed), or [`SELF_CLASS`] for a
@@ -67,6 +77,17 @@ impl Route {
     }
 }
 
+/// A named class's place on the timer's pool, held while one of its runs goes on there.
+pub(crate) struct PoolPlace<'a>(Option<&'a Route>);
+
+impl Drop for PoolPlace<'_> {
+    fn drop(&mut self) {
+        if let Some(route) = self.0 {
+            route.class.leave_pool();
+        }
+    }
+}
+
 /// Which executor a job was sent to (for the run-time statistics).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Pool {
@@ -85,6 +106,8 @@ pub(crate) struct Routes {
     index: Mutex<HashMap<RouteKey, u32>>,
     len: AtomicU32,
     slow: OnceLock<Option<Arc<dyn Executor>>>,
+    /// The places a named class may hold on the timer's pool at once (`u32::MAX`: no limit).
+    share: u32,
     name: String,
     pub(crate) isolations: AtomicU64,
     pub(crate) main_runs: Histogram,
@@ -92,13 +115,23 @@ pub(crate) struct Routes {
 }
 
 impl Routes {
-    pub(crate) fn new(isolation: Option<Isolation>, name: &str) -> Self {
+    /// Routes of a timer whose own pool runs `pool_threads` jobs at once, if it says.
+    pub(crate) fn new(
+        isolation: Option<Isolation>,
+        name: &str,
+        pool_threads: Option<usize>,
+    ) -> Self {
+        let share = match pool_threads {
+            Some(n) if n >= 2 => u32::try_from(n - 1).unwrap_or(u32::MAX),
+            _ => u32::MAX,
+        };
         let routes = Routes {
             isolation: isolation.map(IsolationNs::from),
             table: Chunked::new(),
             index: Mutex::new(HashMap::new()),
             len: AtomicU32::new(1),
             slow: OnceLock::new(),
+            share,
             name: name.to_owned(),
             isolations: AtomicU64::new(0),
             main_runs: Histogram::new(),
@@ -190,11 +223,34 @@ impl Routes {
         let isolated = match (self.isolation, route) {
             (None, _) => false,
             (Some(_), None) => word & SELF_ISOLATED != 0,
-            (Some(iso), Some(r)) => r.class.goes_slow(r.name(), &iso, now),
+            (Some(iso), Some(r)) => {
+                (r.spec.class.is_some() && r.class.pool_share_taken(self.share))
+                    || r.class.goes_slow(r.name(), &iso, now)
+            }
         };
         match isolated.then(|| self.slow_pool()).flatten() {
             Some(slow) => (slow, Pool::Slow),
             None => (main, Pool::Main),
+        }
+    }
+
+    /// A place on the timer's pool for a run of `route` (a route `watched` returned) about to
+    /// start there, given back when the place drops; or, if the class has its whole share, the
+    /// slow pool to send the run to instead.
+    pub(crate) fn enter_pool<'a>(
+        &'a self,
+        route: &'a Route,
+    ) -> Result<PoolPlace<'a>, &'a Arc<dyn Executor>> {
+        if self.share == u32::MAX {
+            return Ok(PoolPlace(None)); // no share to keep
+        }
+        if route.class.enter_pool(self.share) {
+            return Ok(PoolPlace(Some(route)));
+        }
+        match self.slow_pool() {
+            Some(slow) => Err(slow),
+            // Its threads could not start: the run stays here, uncounted.
+            None => Ok(PoolPlace(None)),
         }
     }
 

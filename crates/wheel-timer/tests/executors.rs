@@ -17,10 +17,15 @@ const THRESHOLD: Duration = Duration::from_millis(50);
 const WINDOW: Duration = Duration::from_secs(1);
 
 fn isolating(clock: &ManualClock) -> Timer {
+    // One blocked run would stall a pool this small, unless it is isolated.
+    isolating_on(clock, 1)
+}
+
+fn isolating_on(clock: &ManualClock, threads: usize) -> Timer {
     Timer::builder()
         .name("iso")
         .clock(clock.clone())
-        .threads(1) // one blocked run would stall a pool this small, unless it is isolated
+        .threads(threads)
         .isolation(
             Isolation::new()
                 .threshold(THRESHOLD)
@@ -200,6 +205,62 @@ fn a_class_whose_run_overstays_skips_the_timers_pool_before_any_strike() {
     let stats = timer.stats();
     assert_eq!((stats.run_time.runs, stats.slow_run_time.runs), (3, 1));
     assert!(stats.isolated_classes.is_empty());
+}
+
+#[test]
+fn a_class_never_takes_every_thread_of_the_timers_pool() {
+    let clock = ManualClock::new();
+    let timer = isolating_on(&clock, 3);
+
+    // Three report runs, a tick apart, each blocking until the test lets it go: none has been
+    // going long enough to count as slow, yet only two take the class's share of the 3-thread
+    // pool; the third goes to the slow pool.
+    let (mut releases, mut started) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        let (release, on) = blocking_report(&clock, &timer);
+        releases.push(release);
+        started.push(on.recv_timeout(Duration::from_secs(60)).unwrap());
+    }
+    started.sort();
+    assert!(started[0].starts_with("iso-exec-"), "{started:?}");
+    assert!(started[1].starts_with("iso-exec-"), "{started:?}");
+    assert!(started[2].starts_with("iso-slow-exec-"), "{started:?}");
+
+    // The third thread of the pool stays for everyone else: 1,000 punctual tasks due over the
+    // next 10 ms all run on time while the three runs block.
+    let ran = Arc::new(AtomicUsize::new(0));
+    let late = Arc::new(AtomicUsize::new(0));
+    for i in 0..1_000u64 {
+        let (ran, late, c) = (ran.clone(), late.clone(), clock.clone());
+        let due = clock.elapsed() + (i / 100 + 1) as u32 * MS;
+        timer
+            .add_or_submit(Task::after(due - clock.elapsed(), move || {
+                if c.elapsed() != due {
+                    late.fetch_add(1, SeqCst);
+                }
+                ran.fetch_add(1, SeqCst);
+            }))
+            .unwrap();
+    }
+    for step in 1..=10 {
+        clock.advance(MS);
+        eventually(&ran, 100 * step);
+    }
+    assert_eq!((ran.load(SeqCst), late.load(SeqCst)), (1_000, 0));
+    assert_eq!(timer.stats().isolations, 0, "no slow run has ended");
+
+    // Once the runs end, the class has its share back.
+    for release in releases {
+        release.send(()).unwrap();
+    }
+    timer.wait_idle();
+    let (release, on) = blocking_report(&clock, &timer);
+    let back_on = on.recv_timeout(Duration::from_secs(60)).unwrap();
+    assert!(back_on.starts_with("iso-exec-"), "{back_on}");
+    release.send(()).unwrap();
+    timer.wait_idle();
+    let stats = timer.stats();
+    assert_eq!((stats.run_time.runs, stats.slow_run_time.runs), (1_003, 1));
 }
 
 #[test]
