@@ -18,7 +18,7 @@
 //! | state       | the task is ...                                   | the closure is in the cell |
 //! |-------------|---------------------------------------------------|----------------------------|
 //! | `VACANT`    | absent: the slot is free                          | no |
-//! | `QUEUED`    | waiting, recorded in the owner's ring, not yet in the wheel | yes |
+//! | `QUEUED`    | waiting, not yet in the wheel: recorded in the owner's ring, or (stamped, far out) in the shard's young queue | yes |
 //! | `WAITING`   | waiting in the shard's wheel                      | yes |
 //! | `DUE`       | handed to the executor, its job not started       | yes |
 //! | `RUNNING`   | taken by its job, which runs it (or is between runs) | no: the job holds it |

@@ -144,6 +144,31 @@ fn cancel_races_fire() {
     });
 }
 
+/// The same race for a task due far out, which waits in its shard's young queue: the clock move
+/// files it in the wheel and fires it in one turn of the tick thread, while `cancel` tries the
+/// one compare-and-swap that stops a young task.
+#[test]
+fn cancel_races_filing_from_the_young_queue() {
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let timer = manual(&clock);
+        let runs = Arc::new(AtomicUsize::new(0));
+        let far = Duration::from_secs(1); // 1,000 ticks: young for 256 of them
+        let handle = timer
+            .add_or_submit(Task::after(far, counting(&runs)))
+            .unwrap();
+        let canceller = loom::thread::spawn(move || handle.cancel());
+        clock.advance(far);
+        let cancelled = canceller.join().unwrap();
+        let returned = timer.shutdown().len();
+        assert_eq!(runs.load(SeqCst) + usize::from(cancelled) + returned, 1);
+        assert!(
+            !cancelled || runs.load(SeqCst) == 0,
+            "ran after cancel returned true"
+        );
+    });
+}
+
 /// `reschedule` races firing: either the task ran and reschedule said false, or it moved and
 /// is still pending (and comes back from shutdown).
 #[test]

@@ -84,6 +84,58 @@ fn cancel_before_fire() {
 }
 
 #[test]
+fn far_tasks_are_cancelled_alike_before_and_after_they_leave_the_young_queue() {
+    // A task due 512 ticks out or more waits 256 ticks before it is filed in the wheel.
+    let (clock, timer) = manual();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let add = |delay| {
+        let r = ran.clone();
+        timer
+            .add_or_submit(Task::after(delay, move || {
+                r.fetch_add(1, SeqCst);
+            }))
+            .unwrap()
+    };
+    let (young, filed, kept) = (add(30 * SEC), add(30 * SEC), add(30 * SEC));
+    assert!(young.cancel());
+    clock.advance(300 * MS); // the other two are in the wheel now
+    assert!(filed.cancel());
+    assert_eq!(timer.pending(), 1);
+    assert_eq!(kept.deadline(), Some(timer.now() + 30 * SEC - 300 * MS));
+    clock.advance(30 * SEC - 300 * MS - MS);
+    assert_eq!(ran.load(SeqCst), 0, "early");
+    clock.advance(MS);
+    assert_eq!(
+        ran.load(SeqCst),
+        1,
+        "only the task not cancelled ran, at its deadline"
+    );
+    assert_eq!(timer.stats().cancelled, 2);
+}
+
+#[test]
+fn far_tasks_cancelled_young_leave_no_memory_behind_while_the_clock_stands_still() {
+    let (_clock, timer) = manual();
+    let cycle = || {
+        let handles: Vec<_> = (0..1_000)
+            .map(|_| timer.add_or_submit(Task::after(30 * SEC, || {})).unwrap())
+            .collect();
+        for h in handles {
+            assert!(h.cancel());
+        }
+    };
+    cycle();
+    let after_one = timer.heap_bytes();
+    for _ in 0..100 {
+        cycle();
+    }
+    assert_eq!(timer.pending(), 0);
+    // Without the sweep of a full young queue, its 101,000 dead records would be kept until the
+    // clock moves 256 ticks.
+    assert_eq!(timer.heap_bytes(), after_one);
+}
+
+#[test]
 fn reschedule_earlier_and_later() {
     let (clock, timer) = manual();
     let log: Log = Arc::default();

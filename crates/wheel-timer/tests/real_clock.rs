@@ -40,15 +40,16 @@ fn an_idle_timer_does_not_wake() {
         .add_or_submit(Task::after(Duration::from_secs(3600), || {}))
         .unwrap();
     // The add wakes the thread (it slept "until woken" on an empty timer) to stamp the deadline
-    // within a tick, and it looks once more a tick later in case more adds came; let those
+    // within a tick, it looks once more a tick later in case more adds came, and the task, far
+    // out, is filed in the wheel when it leaves the young queue 256 ticks later; let those
     // wake-ups be counted before measuring.
     let start = Instant::now();
-    while timer.stats().tick_wakeups < 2 && start.elapsed() < Duration::from_secs(1) {
+    while timer.stats().tick_wakeups < 3 && start.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(1));
     }
     std::thread::sleep(Duration::from_millis(20));
     let before = timer.stats().tick_wakeups;
-    assert!(before <= 2, "{before} wake-ups for one add");
+    assert!(before <= 3, "{before} wake-ups for one add");
     std::thread::sleep(Duration::from_millis(300));
     // The only legitimate wake-up here would be a bucket of the hour-long timer coming due,
     // which is minutes away at the earliest.

@@ -5,7 +5,7 @@
 //! | data | written by | how |
 //! |------|------------|-----|
 //! | `owner` counters, ring tail, new slots | the owner thread only | plain load + store on atomics |
-//! | ring head, the wheel, `link`, `deadline`, `meant` of stamped tasks, `in_lock` counters | whoever holds `locked`: the owner flushing a full ring, the tick thread collecting, a cancel or reschedule of a task in the wheel, a job re-arming, shutdown | under the lock |
+//! | ring head, the wheel, the young queue, `link`, `deadline`, `meant` of stamped tasks, `in_lock` counters | whoever holds `locked`: the owner flushing a full ring, the tick thread collecting, a cancel or reschedule of a task in the wheel, a job re-arming, shutdown | under the lock |
 //! | `next_wake` | lowered by anyone (`fetch_min`); set by whoever consumes the ring | sequentially consistent |
 //! | `remote` counters, the vacated-slot stack | threads other than the owner | atomic read-modify-write |
 //! | slot words | see `word.rs` | compare-and-swap |
@@ -22,6 +22,7 @@
 //! instant the user meant. Records wait at most `bound` (one tick) for their stamp: `next_wake`
 //! is never later than the owner's last clock reading plus `bound` while the ring holds records.
 
+use std::collections::VecDeque;
 use std::sync::Weak;
 
 use crossbeam_utils::CachePadded;
@@ -129,6 +130,26 @@ struct Locked {
     wheel: TimingWheel<u64>,
     /// Periodic tasks re-armed already due (`DUE`): handed out first by the next collect.
     overdue: Vec<Due<Fire>>,
+    /// Stamped tasks due far out, in the order they were stamped, waiting to be filed in the
+    /// wheel (see `stamp.rs`): most far timers are cancelled young, and a cancel of a task not
+    /// yet in the wheel is one compare-and-swap.
+    young: VecDeque<Young>,
+}
+
+/// A task in the young queue: its ring record, and when it is filed in the wheel (clock ns).
+#[derive(Clone, Copy)]
+struct Young {
+    rec: u64,
+    file_at: u64,
+}
+
+impl Locked {
+    /// When the consumer must look next: the wheel's next expiration, or the first young task's
+    /// filing time if that is sooner.
+    fn next_expiration(&self) -> u64 {
+        let wheel = self.wheel.next_expiration().unwrap_or(u64::MAX);
+        self.young.front().map_or(wheel, |y| wheel.min(y.file_at))
+    }
 }
 
 /// Adds one to a counter that only one thread (or one lock holder) writes.
@@ -155,6 +176,7 @@ impl Shard {
             locked: Mutex::new(Locked {
                 wheel,
                 overdue: Vec::new(),
+                young: VecDeque::new(),
             }),
             bound: AtomicU64::new(tick_ns),
             core: Mutex::new(core),
@@ -169,6 +191,7 @@ impl Shard {
         locked.wheel =
             TimingWheel::new(tick_ns, wheel_size, 0).expect("the builder validated the wheel");
         locked.overdue.clear();
+        locked.young.clear();
         self.ring.clear(); // records of adds that raced the old timer's shutdown
         for c in [
             &self.owner.added,
@@ -310,8 +333,10 @@ impl Shard {
 
     /// Bytes the shard holds besides the tasks' own closures: slots, ring, wheel.
     pub(crate) fn heap_bytes(&self) -> usize {
+        let locked = self.locked.lock();
         self.slots.heap_bytes()
             + ring::CAPACITY as usize * std::mem::size_of::<u64>()
-            + self.locked.lock().wheel.heap_bytes()
+            + locked.wheel.heap_bytes()
+            + locked.young.capacity() * std::mem::size_of::<Young>()
     }
 }

@@ -1,9 +1,26 @@
 //! The consumer's side of a shard: draining the ring into the wheel (stamping deadlines),
 //! collecting what is due for the tick thread, and `next_wake`; and shutdown's drain.
+//!
+//! ## The young queue
+//!
+//! Most far timers never fire: a request timeout of 5 or 30 s is cancelled when the request
+//! completes, a few milliseconds later. A task in the wheel is cancelled under the shard lock
+//! and unlinked from its bucket (a few cache misses); a task not yet in the wheel (`QUEUED`) is
+//! cancelled with one compare-and-swap on its slot word. So a stamped task due at least
+//! `2 * YOUNG_TICKS` ticks out stays `QUEUED` (now `STAMPED`), in a FIFO of its shard, for
+//! `YOUNG_TICKS` ticks before it is filed in the wheel; the tasks cancelled meanwhile are skipped
+//! by that filing for the price of reading their slot word. The queue is in stamping order, so
+//! its head is the next filing, which `next_wake` covers; a task is filed at least `YOUNG_TICKS`
+//! ticks before its deadline, so the queue never makes it late unless the tick thread itself is
+//! that late (a task filed after its deadline is handed out at once, never early).
 
 use tickwheel_reaper::{Clock, Due};
 
 use super::*;
+
+/// Ticks a far task waits in the young queue before it is filed in the wheel (see the module
+/// docs); tasks due at least twice as far out go through it.
+pub(crate) const YOUNG_TICKS: u64 = 256;
 
 impl Shard {
     /// Drains the ring now, and then files `extra` (a record whose deadline is already stamped)
@@ -24,14 +41,17 @@ impl Shard {
         if let Some(rec) = extra {
             let (i, generation) = ring::split(rec);
             if self.slots.get(i).word().is(generation, QUEUED) {
-                self.stamp(&mut locked, rec, 0, due); // stamped: `now` is not used
+                // Its deadline is stamped; the owner's reading (taken for this add) dates it for
+                // the young queue.
+                let now = self.owner.reading.load(Relaxed);
+                self.stamp(&mut locked, rec, now, due, true);
             }
         }
-        // The ring is empty and its only producer is here: the wheel says it all, unless a task
-        // re-armed already due waits in `overdue` for the tick thread (`rearm` lowered
-        // `next_wake` to 0 for it: this store must not raise it over that).
+        // The ring is empty and its only producer is here: the wheel and the young queue say it
+        // all, unless a task re-armed already due waits in `overdue` for the tick thread
+        // (`rearm` lowered `next_wake` to 0 for it: this store must not raise it over that).
         let next = if locked.overdue.is_empty() {
-            locked.wheel.next_expiration().unwrap_or(u64::MAX)
+            locked.next_expiration()
         } else {
             0
         };
@@ -91,16 +111,49 @@ impl Shard {
             let (i, generation) = ring::split(rec);
             // Most records of a busy shard were cancelled already: skip them without a call.
             if self.slots.get(i).word().is(generation, QUEUED) {
-                self.stamp(locked, rec, now, due);
+                self.stamp(locked, rec, now, due, true);
             }
         });
         self.consumer.flushes.fetch_add(1, Release);
         drained
     }
 
-    /// Files one `QUEUED` record (see `drain_ring`).
+    /// Files the young tasks whose time came by clock time `now` (see the module docs); the
+    /// ones cancelled meanwhile are skipped.
+    fn file_young(&self, locked: &mut Locked, now: u64, due: &mut Vec<Due<Fire>>) {
+        while let Some(&Young { rec, file_at }) = locked.young.front() {
+            if file_at > now {
+                break;
+            }
+            locked.young.pop_front();
+            let (i, generation) = ring::split(rec);
+            if self.slots.get(i).word().is(generation, QUEUED) {
+                self.stamp(locked, rec, now, due, false);
+            }
+        }
+        let young = &mut locked.young;
+        if young.capacity() > 4096 && young.len() * 4 < young.capacity() {
+            young.shrink_to(young.len() * 2); // a burst went by: give its memory back
+        }
+    }
+
+    /// Files a young task in the wheel now (a reschedule moves it there). Under the lock.
+    pub(super) fn file_young_now(&self, locked: &mut Locked, rec: u64, due: &mut Vec<Due<Fire>>) {
+        let now = locked.wheel.now();
+        self.stamp(locked, rec, now, due, false); // its record in the queue is skipped later
+    }
+
+    /// Files one `QUEUED` record (see `drain_ring`): due, into the young queue (if `young` and it
+    /// is due far enough out), or into the wheel. `now` is a clock reading taken after the add.
     #[inline(never)]
-    fn stamp(&self, locked: &mut Locked, rec: u64, now: u64, due: &mut Vec<Due<Fire>>) {
+    fn stamp(
+        &self,
+        locked: &mut Locked,
+        rec: u64,
+        now: u64,
+        due: &mut Vec<Due<Fire>>,
+        young: bool,
+    ) {
         let (i, generation) = ring::split(rec);
         let s = self.slots.get(i);
         let w = s.word();
@@ -128,6 +181,28 @@ impl Shard {
                 bump(&self.in_lock.left);
                 due.push(self.fire(i, generation, deadline, meant));
             }
+        } else if young && deadline - now >= 2 * self.young_ns() {
+            if s.transition(generation, |w| w.state() == QUEUED, |w| w.with(STAMPED))
+                .is_some()
+            {
+                if locked.young.len() == locked.young.capacity() {
+                    // Full: drop the records of tasks cancelled meanwhile before it grows, so
+                    // it holds at most twice the young tasks still waiting, however long the
+                    // clock stands still.
+                    locked.young.retain(|y| {
+                        let (i, generation) = ring::split(y.rec);
+                        self.slots.get(i).word().is(generation, QUEUED)
+                    });
+                    let live = locked.young.len();
+                    if live * 2 > locked.young.capacity() {
+                        locked.young.reserve(live); // mostly live: grow (the sweeps stay O(1) each)
+                    }
+                }
+                locked.young.push_back(Young {
+                    rec,
+                    file_at: now + self.young_ns(),
+                });
+            }
         } else if s
             .transition(
                 generation,
@@ -142,6 +217,12 @@ impl Shard {
                 .unwrap_or_else(|_| unreachable!("deadline after the wheel's clock"));
             s.link.store(id.into_raw(), Relaxed);
         }
+    }
+
+    /// How long a far task stays young, clock ns.
+    #[inline]
+    fn young_ns(&self) -> u64 {
+        self.bound.load(Relaxed).saturating_mul(YOUNG_TICKS)
     }
 
     #[inline]
@@ -159,7 +240,7 @@ impl Shard {
 
     /// Lowers `next_wake` to the wheel's next expiration (under the lock); returns it.
     pub(super) fn lower_next_wake(&self, locked: &Locked) -> u64 {
-        let next = locked.wheel.next_expiration().unwrap_or(u64::MAX);
+        let next = locked.next_expiration();
         self.consumer.next_wake.fetch_min(next, SeqCst);
         next
     }
@@ -189,7 +270,7 @@ impl Shard {
 
     /// When the tick thread should look next after a drain that moved `drained` records.
     fn wake_after_drain(&self, locked: &Locked, now: u64, drained: usize) -> u64 {
-        let next = locked.wheel.next_expiration().unwrap_or(u64::MAX);
+        let next = locked.next_expiration();
         if drained > 0 {
             next.min(now.saturating_add(self.bound.load(Relaxed)))
         } else {
@@ -233,6 +314,7 @@ impl Shard {
         }
         let _ = locked.wheel.drain();
         locked.overdue.clear(); // their slots were DUE: returned by the scan above
+        locked.young.clear(); // QUEUED: the same
         self.consumer.next_wake.store(u64::MAX, SeqCst);
     }
 }
@@ -248,6 +330,7 @@ impl tickwheel_reaper::Shard for Shard {
         let mut locked = self.locked.lock();
         due.append(&mut locked.overdue);
         let drained = self.drain_ring(&mut locked, clock, due);
+        self.file_young(&mut locked, now, due);
         locked.wheel.advance(now, |rec| {
             let (i, generation) = ring::split(rec);
             let s = self.slots.get(i);
