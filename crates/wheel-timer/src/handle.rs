@@ -64,6 +64,12 @@ impl TimerHandle {
         self.id as u32
     }
 
+    /// Starts bringing the task's slot into the cache (see `prefetch.rs`).
+    #[inline]
+    pub(crate) fn prefetch(&self) {
+        crate::prefetch::line(self.shard().slots.get(self.slot()));
+    }
+
     #[inline]
     fn word(&self) -> Word {
         self.shard().slots.get(self.slot()).word()

@@ -57,6 +57,7 @@ mod lifecycle;
 mod local;
 mod loom;
 mod panic;
+mod prefetch;
 mod registry;
 mod ring;
 mod route;

@@ -77,7 +77,15 @@ impl Slots {
     #[inline]
     pub(crate) fn alloc(&self) -> Option<Vacant<'_>> {
         loop {
-            let i = self.mine.with_free(|free| free.pop())?;
+            let i = self.mine.with_free(|free| {
+                let i = free.pop();
+                if let Some(&next) = free.last() {
+                    // The next add takes that one: a slot vacated long ago is cold by now, and
+                    // the time until that add hides its fetch.
+                    crate::prefetch::line(self.get(next));
+                }
+                i
+            })?;
             let i = match i {
                 Some(i) => i,
                 None => self.refill()?,

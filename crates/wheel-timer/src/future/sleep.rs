@@ -121,7 +121,19 @@ impl Sleep {
     /// Cancels the armed timer, if any (the future will not complete for this arming).
     pub(crate) fn cancel(&mut self) {
         if let Some(h) = self.handle.take() {
+            // The cancel drops the task's hold on the waiter: fetch its line while the slot's
+            // comes in, not after.
+            crate::prefetch::line(Arc::as_ptr(&self.waiter));
             h.cancel();
+        }
+    }
+
+    /// Starts bringing the lines a cancel touches into the cache (the slot, the waiter): a
+    /// future that wraps another calls it before polling that one, which then hides the wait.
+    pub(crate) fn prefetch(&self) {
+        if let Some(h) = &self.handle {
+            h.prefetch();
+            crate::prefetch::line(Arc::as_ptr(&self.waiter));
         }
     }
 

@@ -92,6 +92,7 @@ impl<F: Future> Future for Timeout<F> {
         let this = unsafe { self.get_unchecked_mut() };
         // SAFETY: see above: `this.future` stays where it is for as long as `self` is pinned.
         let future = unsafe { Pin::new_unchecked(&mut this.future) };
+        this.sleep.prefetch(); // a completed future cancels the timer: fetch its lines meanwhile
         if let Poll::Ready(v) = future.poll(cx) {
             this.sleep.cancel();
             return Poll::Ready(Ok(v));
