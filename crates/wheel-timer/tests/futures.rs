@@ -394,3 +394,31 @@ fn futures_are_send_sync_and_static() {
     spawnable::<tickwheel::Timeout<Sleep>>();
     let _ = (ManualClock::new(), InlineExecutor::new());
 }
+
+/// With the `stream` feature, an interval is a stream of its ticks that ends at shutdown.
+#[cfg(feature = "stream")]
+#[test]
+fn an_interval_is_a_stream_that_ends_at_shutdown() {
+    use futures::Stream;
+
+    let (clock, timer) = manual();
+    let (_, waker) = counter();
+    let mut cx = Context::from_waker(&waker);
+    let mut every = timer.interval(10 * SEC);
+    let start = timer.now();
+    let mut next = |every: &mut Interval| Pin::new(every).poll_next(&mut cx);
+    assert_eq!(
+        next(&mut every),
+        Poll::Ready(Some(start)),
+        "first tick at once"
+    );
+    assert_eq!(next(&mut every), Poll::Pending);
+    clock.advance(10 * SEC - MS);
+    assert_eq!(next(&mut every), Poll::Pending, "never early");
+    clock.advance(MS);
+    assert_eq!(next(&mut every), Poll::Ready(Some(start + 10 * SEC)));
+    assert_eq!(next(&mut every), Poll::Pending);
+    assert!(timer.shutdown().is_empty());
+    assert_eq!(next(&mut every), Poll::Ready(None), "the stream ends");
+    assert_eq!(next(&mut every), Poll::Ready(None));
+}

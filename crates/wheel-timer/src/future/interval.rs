@@ -146,6 +146,35 @@ impl Interval {
     }
 }
 
+/// With the `stream` feature: the ticks as a stream, ending once the timer has shut down (where
+/// [`tick`](Interval::tick) would complete at once for ever).
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use futures::StreamExt;
+/// use tickwheel::Timer;
+///
+/// let timer = Timer::new()?;
+/// let ticks: Vec<_> = futures::executor::block_on(timer.interval(Duration::from_millis(1)).take(3).collect());
+/// assert_eq!(ticks.len(), 3);
+/// assert!(ticks.windows(2).all(|w| w[1] - w[0] >= Duration::from_millis(1)));
+/// # Ok(()) }
+/// ```
+#[cfg(feature = "stream")]
+impl futures_core::Stream for Interval {
+    type Item = Instant;
+
+    fn poll_next(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Instant>> {
+        let this = self.get_mut();
+        if this.is_shutdown() {
+            return Poll::Ready(None);
+        }
+        this.poll_tick(cx)
+            .map(|at| (!this.is_shutdown()).then_some(at))
+    }
+}
+
 impl fmt::Debug for Interval {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Interval")
