@@ -218,6 +218,7 @@ impl Scenario for Futures {
         }
         t.note("work = tokio::time::sleep(1..=100 ms) in every variant, so every timeout is cancelled when the work completes; timer cost = (process CPU with the timeout - CPU without) / timeouts, summed over the runs, variants alternating; process CPU from /proc is good to 10 ms, so small differences are noise");
         t.note("peak B/timeout = (highest heap bytes during the run - the same without a timeout) / tasks, counting allocator");
+        t.note("history matters: a timer's shards outlive it and are reused by the next one, slot arrays and free lists as they were, so in a full run this workload inherits the shards W10's millions of tasks grew, their free slots scattered over hundreds of MB, and pays a cache and TLB miss per slot touched; `--only W11` measures a process without that history");
 
         progress(&format!(
             "W11 lateness of {n} sleeps over 1 s: {TIMER_NAME}, {TOKIO}"

@@ -387,8 +387,9 @@ impl Scenario for Threads {
         ));
         t.note(format!(
             "pair = one add (`add_or_submit(Task::after(30 s, || {{}}))`; baseline `schedule`) and one cancel \
-             through the returned handle, at once or after the thread's next {} adds (by then our task sits \
-             in its shard's wheel, so the cancel takes that shard's lock); the threads start together at a \
+             through the returned handle, at once or after the thread's next {} adds (by then our task has \
+             left the ring: stamped, it waits in its shard's young queue, and the cancel is still one \
+             compare-and-swap); the threads start together at a \
              barrier; wall time from the start to the last thread's end; best of {W6_REPS}, ours and the \
              baseline alternating; ratio = baseline time / ours (> 1: ours is faster); 4 threads on this \
              2-core machine are oversubscribed: those rows show what contention does",

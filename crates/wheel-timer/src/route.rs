@@ -11,7 +11,9 @@
 //! that blocks from stalling everything while its strikes are still being counted (they are
 //! counted when runs end). The tick thread reads the share to choose; the job takes a place
 //! with a compare-and-swap as it starts, and goes on to the slow pool, unclaimed, if there is
-//! none.
+//! none. The places are counted per timer: timers sharing one pool (the process-wide default)
+//! each keep their own classes to the share, so the blocking classes of two timers could still
+//! take every thread between them.
 //!
 //! Each slot has a *route word* beside it (`Slots::route`): the id of the task's route in
 //! [`Routes`] (a class name and/or an executor, interned, never freed), or [`SELF_CLASS`] for a
