@@ -83,6 +83,32 @@ fn blocking_report(
     (release, started)
 }
 
+/// Adds 100 punctual tasks due in each of the next `ms` ticks, moves the clock tick by tick and
+/// waits (real time) for each tick's tasks before the next move, so none can wait behind a run
+/// that blocks. Returns (tasks that ran, tasks that ran after their deadline).
+fn punctual(clock: &ManualClock, timer: &Timer, ms: u64) -> (usize, usize) {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let late = Arc::new(AtomicUsize::new(0));
+    for i in 0..100 * ms {
+        let (ran, late, c) = (ran.clone(), late.clone(), clock.clone());
+        let due = clock.elapsed() + (i / 100 + 1) as u32 * MS;
+        timer
+            .add_or_submit(Task::after(due - clock.elapsed(), move || {
+                // On time: the clock has not moved past its deadline.
+                if c.elapsed() != due {
+                    late.fetch_add(1, SeqCst);
+                }
+                ran.fetch_add(1, SeqCst);
+            }))
+            .unwrap();
+    }
+    for step in 1..=ms as usize {
+        clock.advance(MS);
+        eventually(&ran, 100 * step);
+    }
+    (ran.load(SeqCst), late.load(SeqCst))
+}
+
 /// Waits (real time, generously) until `count` reaches `n`.
 fn eventually(count: &AtomicUsize, n: usize) {
     let give_up = Instant::now() + Duration::from_secs(60);
@@ -123,26 +149,7 @@ fn a_slow_class_is_isolated_punctual_tasks_never_wait_behind_it_and_it_comes_bac
     assert!(blocked_on.starts_with("iso-slow-exec-"), "{blocked_on}");
 
     // ... while 10,000 punctual tasks due over the next 100 ms (100 per ms) all run on time.
-    let ran = Arc::new(AtomicUsize::new(0));
-    let late = Arc::new(AtomicUsize::new(0));
-    for i in 0..10_000u64 {
-        let (ran, late, c) = (ran.clone(), late.clone(), clock.clone());
-        let due = clock.elapsed() + (i / 100 + 1) as u32 * MS;
-        timer
-            .add_or_submit(Task::after(due - clock.elapsed(), move || {
-                // On time: the clock has not moved past its deadline.
-                if c.elapsed() != due {
-                    late.fetch_add(1, SeqCst);
-                }
-                ran.fetch_add(1, SeqCst);
-            }))
-            .unwrap();
-    }
-    for step in 1..=100 {
-        clock.advance(MS);
-        eventually(&ran, 100 * step); // none waits behind the blocked run
-    }
-    assert_eq!((ran.load(SeqCst), late.load(SeqCst)), (10_000, 0));
+    assert_eq!(punctual(&clock, &timer, 100), (10_000, 0));
     let stats = timer.stats();
     assert_eq!(
         (stats.handoff_max, stats.lateness_max),
@@ -228,25 +235,7 @@ fn a_class_never_takes_every_thread_of_the_timers_pool() {
 
     // The third thread of the pool stays for everyone else: 1,000 punctual tasks due over the
     // next 10 ms all run on time while the three runs block.
-    let ran = Arc::new(AtomicUsize::new(0));
-    let late = Arc::new(AtomicUsize::new(0));
-    for i in 0..1_000u64 {
-        let (ran, late, c) = (ran.clone(), late.clone(), clock.clone());
-        let due = clock.elapsed() + (i / 100 + 1) as u32 * MS;
-        timer
-            .add_or_submit(Task::after(due - clock.elapsed(), move || {
-                if c.elapsed() != due {
-                    late.fetch_add(1, SeqCst);
-                }
-                ran.fetch_add(1, SeqCst);
-            }))
-            .unwrap();
-    }
-    for step in 1..=10 {
-        clock.advance(MS);
-        eventually(&ran, 100 * step);
-    }
-    assert_eq!((ran.load(SeqCst), late.load(SeqCst)), (1_000, 0));
+    assert_eq!(punctual(&clock, &timer, 10), (1_000, 0));
     assert_eq!(timer.stats().isolations, 0, "no slow run has ended");
 
     // Once the runs end, the class has its share back.

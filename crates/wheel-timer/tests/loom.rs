@@ -125,23 +125,7 @@ fn counting(runs: &Arc<AtomicUsize>) -> impl FnMut() + Send + 'static {
 /// task never runs after `cancel` returned true.
 #[test]
 fn cancel_races_fire() {
-    loom::model(|| {
-        let clock = ManualClock::new();
-        let timer = manual(&clock);
-        let runs = Arc::new(AtomicUsize::new(0));
-        let handle = timer
-            .add_or_submit(Task::after(MS, counting(&runs)))
-            .unwrap();
-        let canceller = loom::thread::spawn(move || handle.cancel());
-        clock.advance(MS);
-        let cancelled = canceller.join().unwrap();
-        let returned = timer.shutdown().len();
-        assert_eq!(runs.load(SeqCst) + usize::from(cancelled) + returned, 1);
-        assert!(
-            !cancelled || runs.load(SeqCst) == 0,
-            "ran after cancel returned true"
-        );
-    });
+    loom::model(|| cancel_races_a_clock_move_of(MS));
 }
 
 /// The same race for a task due far out, which waits in its shard's young queue: the clock move
@@ -149,24 +133,28 @@ fn cancel_races_fire() {
 /// one compare-and-swap that stops a young task.
 #[test]
 fn cancel_races_filing_from_the_young_queue() {
-    loom::model(|| {
-        let clock = ManualClock::new();
-        let timer = manual(&clock);
-        let runs = Arc::new(AtomicUsize::new(0));
-        let far = Duration::from_secs(1); // 1,000 ticks: young for 256 of them
-        let handle = timer
-            .add_or_submit(Task::after(far, counting(&runs)))
-            .unwrap();
-        let canceller = loom::thread::spawn(move || handle.cancel());
-        clock.advance(far);
-        let cancelled = canceller.join().unwrap();
-        let returned = timer.shutdown().len();
-        assert_eq!(runs.load(SeqCst) + usize::from(cancelled) + returned, 1);
-        assert!(
-            !cancelled || runs.load(SeqCst) == 0,
-            "ran after cancel returned true"
-        );
-    });
+    // 1,000 ticks: young for 256 of them.
+    loom::model(|| cancel_races_a_clock_move_of(Duration::from_secs(1)));
+}
+
+/// One model run: a task due in `delay`, cancelled on another thread while the clock moves to
+/// its deadline.
+fn cancel_races_a_clock_move_of(delay: Duration) {
+    let clock = ManualClock::new();
+    let timer = manual(&clock);
+    let runs = Arc::new(AtomicUsize::new(0));
+    let handle = timer
+        .add_or_submit(Task::after(delay, counting(&runs)))
+        .unwrap();
+    let canceller = loom::thread::spawn(move || handle.cancel());
+    clock.advance(delay);
+    let cancelled = canceller.join().unwrap();
+    let returned = timer.shutdown().len();
+    assert_eq!(runs.load(SeqCst) + usize::from(cancelled) + returned, 1);
+    assert!(
+        !cancelled || runs.load(SeqCst) == 0,
+        "ran after cancel returned true"
+    );
 }
 
 /// `reschedule` races firing: either the task ran and reschedule said false, or it moved and
