@@ -241,18 +241,28 @@ impl Clone for TimerHandle {
 }
 
 impl Drop for TimerHandle {
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
         let shard = self.shard();
         let s = shard.slots.get(self.slot());
-        let mut w = s.word();
+        let w = s.word();
         if w.handles() == 1 && w.is_final() {
             // The last handle of a finished task: nobody else writes this word any more (every
             // other party only acts on a task that is not final), so a plain store will do.
             s.word.store(w.vacated().0, Release);
             shard.slots.release(self.slot());
-            return;
+        } else {
+            self.drop_slow(w);
         }
+    }
+}
+
+impl TimerHandle {
+    /// A handle dropped while its task lives on, or not the last one: one fewer in the count.
+    #[inline(never)]
+    fn drop_slow(&self, mut w: Word) {
+        let shard = self.shard();
+        let s = shard.slots.get(self.slot());
         loop {
             let next = w.minus_handle();
             if next == w {

@@ -74,7 +74,7 @@ impl Slots {
 
     /// A vacant slot, for the owner thread only: from its free list, refilled from the vacated
     /// stack, or a new one. `None` on any other thread, or once the shard holds `u32::MAX` slots.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn alloc(&self) -> Option<Vacant<'_>> {
         loop {
             let i = self.mine.with_free(|free| {

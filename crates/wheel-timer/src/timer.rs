@@ -377,7 +377,8 @@ pub(crate) fn add_to(core: &Arc<Core>, task: Task) -> Result<TimerHandle, AddErr
         crate::trace::refused("shut down");
         return Err(AddError::Shutdown(task));
     }
-    let added = crate::add::add(core, local::lease(core), task);
+    let Task { when, work, route } = task;
+    let added = crate::add::add(core, local::lease(core), when, work, route);
     if rounded && added.is_ok() {
         core.rounded.fetch_add(1, Relaxed);
     }

@@ -11,7 +11,7 @@ use super::{Outcome, Waiter};
 use crate::core::Core;
 use crate::handle::TimerHandle;
 use crate::local;
-use crate::task::{Task, When, Work};
+use crate::task::{When, Work};
 
 /// A future that completes once the timer's clock reaches its deadline: never early, on the real
 /// clock or a [`ManualClock`](crate::ManualClock). Made by [`Timer::sleep`](crate::Timer::sleep)
@@ -64,13 +64,12 @@ impl Sleep {
     /// Adds the task of the current epoch; if the timer refuses it (shut down), ends the epoch.
     fn arm(&mut self) {
         let core = &self.core;
-        let task = Task {
-            when: When::Clock(self.deadline),
-            work: Work::Wake(self.waiter.clone(), self.epoch),
-            route: None,
-        };
         let added = if core.lifecycle.is_open() {
-            crate::add::add(core, local::lease(core), task).ok()
+            let (when, work) = (
+                When::Clock(self.deadline),
+                Work::Wake(self.waiter.clone(), self.epoch),
+            );
+            crate::add::add(core, local::lease(core), when, work, None).ok()
         } else {
             None
         };

@@ -12,7 +12,7 @@ use super::*;
 impl Shard {
     /// Stops the task in slot `i` (pinned by the caller's handle): true iff this call stopped it
     /// from running (again). The closure is dropped before returning, outside every lock.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn cancel(&self, i: u32) -> bool {
         let s = self.slots.get(i);
         let generation = s.word().generation();
