@@ -43,8 +43,21 @@ pub(crate) fn level_for(cur: u64, due: u64, bits: u32) -> u32 {
     // The `| mask` keeps level 0 for everything within the clock's current level-0 span.
     let mask = (1u64 << bits) - 1;
     let significant = 63 - ((cur ^ due) | mask).leading_zeros();
-    significant / bits
+    // `significant / bits`, without a division on the hot path of every insert and cascade.
+    (significant * RECIPROCALS[(bits & 31) as usize]) >> 16
 }
+
+/// `ceil(2^16 / b)` for every width `b` below 32 (entry 0 unused): `n * RECIPROCALS[b] >> 16 ==
+/// n / b` for every bit index `n < 64` (checked for all of them by a test).
+const RECIPROCALS: [u32; 32] = {
+    let mut table = [0; 32];
+    let mut b = 1;
+    while b < 32 {
+        table[b] = (1_u32 << 16).div_ceil(b as u32);
+        b += 1;
+    }
+    table
+};
 
 /// Index of the bucket holding tick `due` on `level`.
 #[inline]
@@ -174,6 +187,15 @@ mod tests {
         ];
         for (cur, due, want) in table {
             assert_eq!(level_for(cur, due, 6), want, "level_for({cur}, {due}, 6)");
+        }
+    }
+
+    #[test]
+    fn the_reciprocals_divide_every_bit_index_exactly() {
+        for b in 1..32u32 {
+            for n in 0..64u32 {
+                assert_eq!((n * RECIPROCALS[b as usize]) >> 16, n / b, "{n} / {b}");
+            }
         }
     }
 

@@ -58,18 +58,6 @@ impl<T> TimingWheel<T> {
         }
         self.queue.pop();
         self.collect_bucket(id, start, target);
-        if !self.spill.is_empty() {
-            // Only the bucket `target` falls inside can hold entries not yet due, and every
-            // other bucket expires after it: the clock may move now, and the rest re-enter
-            // finer levels before the due ones are handed out.
-            debug_assert!(self.queue.peek().is_none_or(|(_, &Reverse(s))| s > target));
-            self.cur = target;
-            let mut spill = mem::take(&mut self.spill);
-            for (slot, due) in spill.drain(..) {
-                self.place_in_bucket(slot, due);
-            }
-            self.spill = spill; // empty, keeping its allocation
-        }
         true
     }
 
@@ -88,11 +76,21 @@ impl<T> TimingWheel<T> {
     }
 
     /// Empties the popped bucket `id` (first tick `start`): items due by `target` go to
-    /// `self.due`, sorted; the slots of the rest, with their due ticks, to `self.spill`.
+    /// `self.due`, sorted; the rest re-enter finer levels.
+    ///
+    /// Only the bucket `target` falls inside can hold entries not yet due, and every other bucket
+    /// expires after it (no other bucket holds ticks in its range, and buckets are popped
+    /// earliest first). So when this is that bucket the clock may move to `target` before the
+    /// loop, and each entry not yet due is placed at once, while its slab entry is in the cache:
+    /// a second pass would miss on every one of them again.
     pub(super) fn collect_bucket(&mut self, id: u32, start: u64, target: u64) {
         let (level, slot) = self.split(id);
         let mut recs = mem::take(&mut self.levels[level][slot]);
         let last = start | bucket_span_mask(level as u32, self.bits);
+        if last > target {
+            debug_assert!(self.queue.peek().is_none_or(|(_, &Reverse(s))| s > target));
+            self.cur = target;
+        }
         for (i, &s) in recs.iter().enumerate() {
             if let Some(&ahead) = recs.get(i + PREFETCH_AHEAD) {
                 self.slab.prefetch(ahead);
@@ -105,7 +103,8 @@ impl<T> TimingWheel<T> {
                     item: self.slab.remove(s),
                 });
             } else {
-                self.spill.push((s, due));
+                // A finer level: never this bucket, which holds ticks up to `last` on `level`.
+                self.place_in_bucket(s, due);
             }
         }
         self.len -= self.due.len();

@@ -212,8 +212,6 @@ pub struct TimingWheel<T> {
     len: usize,
     /// Scratch for `advance`, kept to reuse its allocation.
     due: Vec<Due<T>>,
-    /// Scratch for `advance`: records of the last popped bucket that are not yet due.
-    spill: Vec<(u32, u64)>,
 }
 
 impl<T> TimingWheel<T> {
@@ -261,7 +259,6 @@ impl<T> TimingWheel<T> {
             slab: Slab::new(),
             len: 0,
             due: Vec::new(),
-            spill: Vec::new(),
         })
     }
 
@@ -425,6 +422,5 @@ impl<T> TimingWheel<T> {
                 * (mem::size_of::<(u32, Reverse<u64>)>() + 2 * mem::size_of::<usize>())
             + self.level0.heap_bytes()
             + self.due.capacity() * mem::size_of::<Due<T>>()
-            + self.spill.capacity() * mem::size_of::<(u32, u64)>()
     }
 }
