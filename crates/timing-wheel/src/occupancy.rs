@@ -1,13 +1,13 @@
-//! Which level-0 buckets hold records, one bit per bucket (tokio and Linux keep such a bitmap for
-//! every level). Level 0 is where a stepped drive spends its advances: every tick that has
-//! something due pops one level-0 bucket. Finding that bucket by bit scan instead of through the
-//! delay queue saves a heap push and pop (and their hashing) per occupied tick; the queue keeps
-//! ordering every bucket above level 0.
+//! Which buckets of a low level hold records, one bit per bucket (tokio and Linux keep such a
+//! bitmap for every level). Levels 0 and 1 are where a stepped drive spends its advances: every
+//! tick that has something due pops a level-0 bucket, and every 64 ticks or so a level-1 one.
+//! Finding those by bit scan instead of through the delay queue saves a heap push and pop (and
+//! their hashing) per bucket; the queue keeps ordering every bucket above level 1.
 //!
-//! Level 0 only ever holds ticks of the clock's current level-0 span (the aligned levels'
-//! rule), all after the clock, so its earliest bucket is the first set bit after the clock's
-//! slot, with no wrap-around. A summary word per 64 words keeps that search short at the largest
-//! wheel size (65,536 buckets: 1,024 words, 16 summary words).
+//! Level `k` only ever holds ticks of the clock's current level-`k+1` bucket (the aligned levels'
+//! rule), whose digit `k` is past the clock's, so its earliest bucket is the first set bit after
+//! the clock's digit, with no wrap-around. A summary word per 64 words keeps that search short at
+//! the largest wheel size (65,536 buckets: 1,024 words, 16 summary words).
 
 /// The occupancy bits of one level.
 #[derive(Debug)]

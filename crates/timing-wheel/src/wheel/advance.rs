@@ -1,5 +1,6 @@
-//! Advancing: popping due buckets in order (level 0's by bit scan, then the queue's), cascading
-//! the rest of the last one, and handing items out; and what a panicking callback leaves behind.
+//! Advancing: popping due buckets in order (levels 0 and 1 by bit scan, then the queue's),
+//! cascading the rest of the last one, and handing items out; and what a panicking callback
+//! leaves behind.
 
 use std::cmp::Reverse;
 use std::mem;
@@ -41,14 +42,15 @@ impl<T> TimingWheel<T> {
     /// Pops the earliest queued bucket if it starts by `target` and collects it into `self.due`
     /// (the records of items not yet due re-enter finer levels). False if no bucket is due.
     pub(super) fn pop_due_bucket(&mut self, target: u64) -> bool {
-        // Level 0 first: its buckets expire before every queued one.
-        if let Some((slot, start)) = self.first_level0() {
+        // The levels kept in bitmaps first: their buckets expire before every queued one.
+        if let Some((id, start)) = self.first_in_bitmaps() {
             if start > target {
                 return false;
             }
-            self.level0.clear(slot);
-            self.collect_bucket(slot, start, target);
-            return true; // a level-0 bucket is one tick wide: all of it is due
+            let (level, slot) = self.split(id);
+            self.bitmaps[level].clear(slot as u32);
+            self.collect_bucket(id, start, target);
+            return true;
         }
         let Some((&id, &Reverse(start))) = self.queue.peek() else {
             return false;

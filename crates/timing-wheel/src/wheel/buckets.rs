@@ -4,7 +4,7 @@
 use std::cmp::Reverse;
 
 use super::{OVERDUE, OverdueRec, RETAINED_CAPACITY, TimingWheel};
-use crate::time::{bucket_start, level_for, max_levels, slot_for};
+use crate::time::{bucket_span_mask, bucket_start, level_for, max_levels, slot_for};
 
 impl<T> TimingWheel<T> {
     /// Where an entry due at tick `due` lives now: `OVERDUE` or a bucket id.
@@ -29,8 +29,8 @@ impl<T> TimingWheel<T> {
         }
         let bucket = &mut self.levels[level as usize][bucket_slot as usize];
         if bucket.is_empty() {
-            if level == 0 {
-                self.level0.set(bucket_slot);
+            if let Some(bits) = self.bitmaps.get_mut(level as usize) {
+                bits.set(bucket_slot);
             } else {
                 let id = (level << self.bits) | bucket_slot;
                 debug_assert!(
@@ -52,13 +52,25 @@ impl<T> TimingWheel<T> {
         self.overdue.push(OverdueRec { due, slot });
     }
 
-    /// The earliest non-empty level-0 bucket, as (slot, first tick).
+    /// The earliest non-empty bucket of the levels kept in bitmaps, as (bucket id, first tick).
+    ///
+    /// Level `k` holds only ticks of the clock's current level-`k+1` bucket whose digit `k` is
+    /// past the clock's (the aligned levels' rule), so its earliest bucket is the first set bit
+    /// after the clock's digit, with no wrap-around; and every bucket of level `k` expires before
+    /// every bucket of the levels above.
     #[inline]
-    pub(super) fn first_level0(&self) -> Option<(u32, u64)> {
+    pub(super) fn first_in_bitmaps(&self) -> Option<(u32, u64)> {
         let mask = (1u64 << self.bits) - 1;
-        let from = (self.cur & mask) + 1; // level 0 holds only ticks after `cur`, in its span
-        let slot = self.level0.first_from(from as u32)?;
-        Some((slot, (self.cur & !mask) | u64::from(slot)))
+        for (level, bits) in self.bitmaps.iter().enumerate() {
+            let shift = level as u32 * self.bits; // at most 16: `bits <= 16`
+            let from = ((self.cur >> shift) & mask) + 1;
+            if let Some(slot) = bits.first_from(from as u32) {
+                let span = (mask << shift) | bucket_span_mask(level as u32, self.bits);
+                let start = (self.cur & !span) | (u64::from(slot) << shift);
+                return Some((((level as u32) << self.bits) | slot, start));
+            }
+        }
+        None
     }
 
     #[cold]
@@ -89,8 +101,8 @@ impl<T> TimingWheel<T> {
         if let Some(&moved) = bucket.get(i) {
             self.slab.set_pos(moved, pos);
         } else if bucket.is_empty() {
-            if level == 0 {
-                self.level0.clear(loc);
+            if let Some(bits) = self.bitmaps.get_mut(level) {
+                bits.clear(bucket_slot as u32);
             } else {
                 self.queue.remove(&loc);
             }

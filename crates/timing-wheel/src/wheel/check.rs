@@ -28,16 +28,17 @@ impl<T> TimingWheel<T> {
                     );
                     records += 1;
                 }
-                if level == 0 {
+                if let Some(bits) = self.bitmaps.get(level) {
                     assert_eq!(
-                        self.level0.is_set(slot as u32),
+                        bits.is_set(slot as u32),
                         !b.is_empty(),
-                        "occupancy bit of level-0 bucket {slot}"
+                        "occupancy bit of bucket {level}/{slot}"
                     );
                     let mask = (1u64 << self.bits) - 1;
+                    let digit = (self.cur >> (level as u32 * self.bits)) & mask;
                     assert!(
-                        b.is_empty() || slot as u64 > (self.cur & mask),
-                        "level-0 bucket {slot} at or before the clock's slot (cur {})",
+                        b.is_empty() || slot as u64 > digit,
+                        "bucket {level}/{slot} at or before the clock's digit (cur {})",
                         self.cur
                     );
                     continue;

@@ -5,12 +5,12 @@
 //! This is scheme 7 of Varghese & Lauck, "Hashed and Hierarchical Timing Wheels: Data Structures
 //! for the Efficient Implementation of a Timer Facility" (SOSP 1987; IEEE/ACM ToN 1997), in the
 //! shape Kafka's `TimingWheel` gave it: overflow levels are created lazily, and a bucket that gets
-//! its first entry of a round is offered to one delay queue shared by all levels above level 0,
-//! keyed by the bucket and prioritised by the bucket's expiration. Level 0, where a stepped drive
-//! spends most of its advances, keeps a bitmap of its non-empty buckets instead (as tokio and
-//! Linux do for every level): its buckets always expire before any queued one. Advancing pops due
-//! buckets from the bitmap, then from the queue, so the wheel touches only buckets that hold
-//! something, and never polls empty ones.
+//! its first entry of a round is offered to one delay queue shared by all levels above level 1,
+//! keyed by the bucket and prioritised by the bucket's expiration. Levels 0 and 1, where a stepped
+//! drive pops nearly all of its buckets, keep a bitmap of their non-empty buckets instead (as
+//! tokio and Linux do for every level): level 0's buckets expire before level 1's, and those
+//! before any queued one. Advancing pops due buckets from the bitmaps, then from the queue, so
+//! the wheel touches only buckets that hold something, and never polls empty ones.
 //!
 //! Time is a `u64` in the caller's unit and is turned into ticks at the edge. Level 0 has
 //! `wheel_size` buckets one tick wide; a level-`k+1` bucket is as wide as all of level `k`. For
@@ -56,8 +56,8 @@
 //! |------|------|
 //! | location | an occupied entry's location is `locate(entry.due)` for the current clock `cur`: the overdue list if `due <= cur`, else bucket `level_for(cur, due)` |
 //! | records | a bucket (and the overdue list) holds one record per entry it holds, naming the entry's slot: each occupied entry has exactly one record, in its location, at index `entry.pos`; no record names a vacant entry |
-//! | queue | a bucket above level 0 is in the queue iff it holds a record, keyed by its first tick; every bucket in the queue holds a live record and starts after `cur` |
-//! | occupancy | a level-0 bucket's bit is set iff it holds a record; every such bucket starts after `cur`, within `cur`'s level-0 span |
+//! | queue | a bucket above level 1 is in the queue iff it holds a record, keyed by its first tick; every bucket in the queue holds a live record and starts after `cur` |
+//! | occupancy | a level-0 or level-1 bucket's bit is set iff it holds a record; every such bucket starts after `cur`, within `cur`'s bucket of the level above (its digit is past the clock's) |
 //! | order | outside `advance`, every level-`k` bucket expires before every level-`k+1` one |
 //!
 //! Those are checked by `TimingWheel::check` in the unit tests after every operation.
@@ -93,6 +93,13 @@ const PREFETCH_AHEAD: usize = 16;
 
 /// Location id of the overdue list; bucket ids are `level << bits | slot`, far below this.
 const OVERDUE: u32 = u32::MAX;
+
+/// Levels whose non-empty buckets are kept in bitmaps rather than in the delay queue: 0 and 1.
+/// A stepped drive pops a level-1 bucket about every 64 ticks it pops a level-0 one, and each
+/// went through the queue's hashing and sifting, twice (push and pop); W1 (1M timers, 1 ms..24 h)
+/// ran about 9% faster with level 1 here too (`cargo run --release -p wheel-benches --bin
+/// wheelbench -- --only W1`).
+const BITMAP_LEVELS: usize = 2;
 
 /// Identifies one entry of a [`TimingWheel`]. Carries a generation, so an id whose entry fired or
 /// was cancelled never reaches a later entry that reuses the same slot.
@@ -200,11 +207,11 @@ pub struct TimingWheel<T> {
     cur: u64,
     /// Levels created so far; level `k` exists once some deadline needed it.
     levels: Vec<Box<[Bucket]>>,
-    /// The one delay queue of non-empty buckets above level 0, earliest expiration (in ticks)
+    /// The one delay queue of non-empty buckets above level 1, earliest expiration (in ticks)
     /// first.
     queue: BucketQueue,
-    /// The non-empty buckets of level 0.
-    level0: Occupancy,
+    /// The non-empty buckets of the lowest `BITMAP_LEVELS` levels (the queue holds the rest).
+    bitmaps: [Occupancy; BITMAP_LEVELS],
     /// Entries rescheduled to a deadline that has already passed: handed out first at the next
     /// `advance`.
     overdue: Vec<OverdueRec>,
@@ -254,7 +261,7 @@ impl<T> TimingWheel<T> {
             cur: reached_tick(start, tick),
             levels: Vec::new(),
             queue: BucketQueue::default(),
-            level0: Occupancy::new(wheel_size),
+            bitmaps: std::array::from_fn(|_| Occupancy::new(wheel_size)),
             overdue: Vec::new(),
             slab: Slab::new(),
             len: 0,
@@ -346,7 +353,7 @@ impl<T> TimingWheel<T> {
         if !self.overdue.is_empty() {
             return Some(self.now);
         }
-        let start = match self.first_level0() {
+        let start = match self.first_in_bitmaps() {
             Some((_, start)) => start,
             None => self.queue.peek().map(|(_, &Reverse(start))| start)?,
         };
@@ -397,7 +404,7 @@ impl<T> TimingWheel<T> {
         }
         self.overdue = Vec::new();
         self.queue.clear();
-        self.level0.clear_all();
+        self.bitmaps.iter_mut().for_each(Occupancy::clear_all);
         self.len = 0;
         items
     }
@@ -420,7 +427,11 @@ impl<T> TimingWheel<T> {
             + self.overdue.capacity() * mem::size_of::<OverdueRec>()
             + self.queue.capacity()
                 * (mem::size_of::<(u32, Reverse<u64>)>() + 2 * mem::size_of::<usize>())
-            + self.level0.heap_bytes()
+            + self
+                .bitmaps
+                .iter()
+                .map(Occupancy::heap_bytes)
+                .sum::<usize>()
             + self.due.capacity() * mem::size_of::<Due<T>>()
     }
 }
