@@ -8,37 +8,12 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::panic::AssertUnwindSafe;
-use std::sync::Once;
 
 use tickwheel_wheel::{TimerId, TimingWheel};
 
-struct Rng(u64);
-impl Rng {
-    fn new(seed: u64) -> Self {
-        let mut r = Rng(seed ^ 0x9E37_79B9_7F4A_7C15);
-        if r.0 == 0 {
-            r.0 = 1;
-        }
-        for _ in 0..4 {
-            r.next();
-        }
-        r
-    }
-    fn next(&mut self) -> u64 {
-        // splitmix64
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        if n == 0 { 0 } else { self.next() % n }
-    }
-    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
-        xs[self.below(xs.len() as u64) as usize]
-    }
-}
+mod support;
+
+use support::{Boom, Pending, Rng, rounded, silence_boom};
 
 #[derive(Clone, Copy, Debug)]
 struct Cfg {
@@ -79,30 +54,6 @@ impl fmt::Debug for Op {
             ),
         }
     }
-}
-
-struct Boom;
-fn silence_boom() {
-    static HOOK: Once = Once::new();
-    HOOK.call_once(|| {
-        let default = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if !info.payload().is::<Boom>() {
-                default(info);
-            }
-        }));
-    });
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Pending {
-    deadline: u64,
-    forced: bool,
-    stale: bool,
-}
-
-fn rounded(deadline: u64, tick: u64) -> u64 {
-    deadline.div_ceil(tick).saturating_mul(tick)
 }
 
 macro_rules! ensure {
@@ -214,7 +165,7 @@ impl Harness {
             for j in &want {
                 if let Some(p) = self.model.get_mut(j) {
                     p.forced = true;
-                    p.stale = true;
+                    p.stale_id = true;
                 }
             }
         } else {
@@ -300,7 +251,7 @@ impl Harness {
                             Pending {
                                 deadline: d,
                                 forced: false,
-                                stale: false,
+                                stale_id: false,
                             },
                         );
                     }
@@ -315,7 +266,7 @@ impl Harness {
                 if let Some(&id) = self.ids.get(&item) {
                     let got = self.w.cancel(id);
                     let want = match self.model.get(&item) {
-                        Some(p) if !p.stale => {
+                        Some(p) if !p.stale_id => {
                             self.model.remove(&item);
                             Some(item)
                         }
@@ -332,7 +283,7 @@ impl Harness {
             Op::Reschedule(item, d) => {
                 if let Some(&id) = self.ids.get(&item) {
                     let got = self.w.reschedule(id, d);
-                    let want = self.model.get(&item).is_some_and(|p| !p.stale);
+                    let want = self.model.get(&item).is_some_and(|p| !p.stale_id);
                     ensure!(got == want, "{ctx}: reschedule gave {got}, model {want}");
                     if want {
                         self.model.insert(
@@ -340,7 +291,7 @@ impl Harness {
                             Pending {
                                 deadline: d,
                                 forced: d <= now,
-                                stale: false,
+                                stale_id: false,
                             },
                         );
                     }
@@ -388,7 +339,7 @@ fn run(cfg: Cfg, ops: &[Op]) -> Result<(), String> {
     }
     // final: get() agrees, then drive to the end of time stepped, everything must come out.
     for (item, id) in &h.ids {
-        let want = h.model.get(item).filter(|p| !p.stale).map(|_| *item);
+        let want = h.model.get(item).filter(|p| !p.stale_id).map(|_| *item);
         ensure!(
             h.w.get(*id).copied() == want,
             "final get(item#{item}) = {:?}, model {want:?}",

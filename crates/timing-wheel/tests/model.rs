@@ -15,10 +15,13 @@
 use std::collections::BTreeMap;
 
 use std::panic::AssertUnwindSafe;
-use std::sync::Once;
 
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
 use tickwheel_wheel::{TimerId, TimingWheel};
+
+mod support;
+
+use support::{Boom, Pending, rounded, silence_boom};
 
 const DEFAULT_CASES: u64 = 20_000;
 const DEFAULT_SEED: u64 = 0x5EED_0F71_3E20_2026;
@@ -177,37 +180,6 @@ impl Arbitrary for Scenario {
                 })),
         )
     }
-}
-
-/// The payload of a callback's deliberate panic.
-struct Boom;
-
-/// Keeps the deliberate panics out of the test output (other panics still print).
-fn silence_boom() {
-    static HOOK: Once = Once::new();
-    HOOK.call_once(|| {
-        let default = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if !info.payload().is::<Boom>() {
-                default(info);
-            }
-        }));
-    });
-}
-
-/// What the model knows of one pending item.
-#[derive(Clone, Copy, Debug)]
-struct Pending {
-    deadline: u64,
-    /// Rescheduled to a deadline already passed: due at the next advance, whatever its rounding.
-    forced: bool,
-    /// Held back by a panicking callback: pending under a new id, so its own id is stale.
-    stale_id: bool,
-}
-
-/// Deadline rounded up to a multiple of the tick, saturating at `u64::MAX`.
-fn rounded(deadline: u64, tick: u64) -> u64 {
-    deadline.div_ceil(tick).saturating_mul(tick)
 }
 
 fn run(s: Scenario) -> TestResult {
