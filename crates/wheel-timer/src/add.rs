@@ -56,6 +56,16 @@ enum Plan {
     Unstamped { delay: u64, born: u64 },
 }
 
+impl Plan {
+    /// The deadline, if the add knows it (the ring's reader then only has to look by then).
+    fn stamped(&self) -> Option<u64> {
+        match *self {
+            Plan::Stamped { deadline, .. } => Some(deadline),
+            _ => None,
+        }
+    }
+}
+
 /// Adds a task, given as its parts, to this thread's shard (the steps in the module docs).
 ///
 /// Parts, not a `Task`: a `Task` passed whole was copied to a second place on the stack with
@@ -112,6 +122,7 @@ pub(crate) fn add(
         Plan::Unstamped { .. } | Plan::Stamped { now: false, .. }
     );
     let pushed = in_ring && shard.push(i, generation);
+
     tickwheel_reaper::barrier::light(); // the heavy half: shutdown's, and the tick thread's drain (barrier.rs)
     // (If the take fails, shutdown claimed the task: it is returned, and the handle says so.)
     if !core.lifecycle.is_open()
@@ -123,7 +134,7 @@ pub(crate) fn add(
     }
     shard.count_added(waiting);
     if pushed {
-        if let Some(by) = shard.cover() {
+        if let Some(by) = shard.cover(plan.stamped()) {
             core.reaper.wake_by(by);
         }
     } else {
@@ -150,13 +161,14 @@ fn file_now(shard: &Shard, core: &Arc<Core>, i: u32, generation: u32, plan: Plan
             shard.flush_now(clock, Some(ring::record(i, generation)), due)
         }
         _ => {
-            // The ring was full: drain it, then record this one.
+            // The ring was full: drain it, then record this one. The tick thread must look by
+            // the drain's `next_wake` (what it filed) and by what this record asks for.
             shard.read(clock);
-            shard.flush_now(clock, None, due);
+            let filed = shard.flush_now(clock, None, due);
             let pushed = shard.push(i, generation);
             debug_assert!(pushed, "a drained ring has room");
             fence(SeqCst);
-            shard.cover().unwrap_or(u64::MAX)
+            filed.min(shard.cover(plan.stamped()).unwrap_or(u64::MAX))
         }
     };
     core.reaper.wake_by(next);
@@ -196,7 +208,8 @@ fn plan(shard: &Shard, core: &Core, when: &When) -> Plan {
 }
 
 /// The plan for a task due at clock time `deadline`: due already, or stamped with it (filed at
-/// once if it is soon or the clock is manual).
+/// once if it is soon or the clock is manual). The reading is the owner's latest from here on:
+/// a record the ring cannot take is filed with it (`flush_now`).
 #[inline(always)]
 fn stamped(shard: &Shard, core: &Core, deadline: u64) -> Plan {
     let now = shard.read(core.clock.as_ref());

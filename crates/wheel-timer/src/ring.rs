@@ -56,22 +56,24 @@ impl Ring {
 
     /// Takes out the records `published` named: the consumer only (under the shard lock).
     #[inline(always)]
-    pub(crate) fn consume(&self, (head, tail): (u32, u32), mut f: impl FnMut(u64)) {
+    pub(crate) fn consume(&self, batch: (u32, u32), f: impl FnMut(u64)) {
+        self.peek(batch, f);
+        self.head.store(batch.1, Release);
+    }
+
+    /// Reads the records `published` named and leaves them in: the consumer only (under the
+    /// shard lock).
+    #[inline(always)]
+    pub(crate) fn peek(&self, (head, tail): (u32, u32), mut f: impl FnMut(u64)) {
         let mut i = head;
         while i != tail {
             f(self.records[(i % CAPACITY) as usize].load(Relaxed));
             i = i.wrapping_add(1);
         }
-        self.head.store(tail, Release);
     }
 
     /// Takes out and ignores every record published so far (the consumer only).
     pub(crate) fn clear(&self) {
         self.consume(self.published(), |_| {});
-    }
-
-    /// True if no record waits (call after a barrier: see `Shard::publish_next_wake`).
-    pub(crate) fn is_empty(&self) -> bool {
-        self.tail.load(Acquire) == self.head.load(Acquire)
     }
 }

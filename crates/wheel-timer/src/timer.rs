@@ -197,10 +197,8 @@ impl Timer {
     /// ```
     pub fn sleep(&self, delay: Duration) -> Sleep {
         let now = self.core.clock.now();
-        Sleep::new(
-            &self.core,
-            now.saturating_add(tickwheel_reaper::duration_to_ns(delay)),
-        )
+        let deadline = now.saturating_add(tickwheel_reaper::duration_to_ns(delay));
+        Sleep::new(&self.core, deadline)
     }
 
     /// A future that completes at `deadline` (at once if it passed; see [`Sleep`]).

@@ -366,6 +366,38 @@ fn ten_thousand_sleeps_on_a_multi_thread_runtime() {
     assert!(completed.load(SeqCst) >= 6_000);
 }
 
+/// Far sleeps made in a stream by one thread and nothing else: more than its ring holds, so the
+/// thread files most of them itself (into the young queue), and a stamped record asks the tick
+/// thread for a look only by its deadline, not within a tick. Each still completes, none early,
+/// no waker woken twice, nothing left pending.
+#[test]
+fn far_sleeps_filed_by_their_own_thread_still_wake() {
+    let timer = Timer::builder().threads(1).build().unwrap();
+    let (count, waker) = counter();
+    let made = Instant::now();
+    let mut sleeps: Vec<Sleep> = (0..1_000)
+        .map(|i| timer.sleep(Duration::from_millis(600 + i % 100)))
+        .collect();
+    let mut done = vec![false; sleeps.len()];
+    let give_up = made + 30 * SEC;
+    while done.contains(&false) && Instant::now() < give_up {
+        for (sleep, done) in sleeps.iter_mut().zip(done.iter_mut()) {
+            if !*done && poll(sleep, &waker).is_ready() {
+                assert!(
+                    Instant::now() >= sleep.deadline(),
+                    "a sleep completed early"
+                );
+                *done = true;
+            }
+        }
+        std::thread::sleep(5 * MS);
+    }
+    let completed = done.iter().filter(|&&d| d).count();
+    assert_eq!(completed, sleeps.len(), "sleeps still asleep after 30 s");
+    assert!(count.0.load(SeqCst) <= sleeps.len(), "a waker woken twice");
+    assert_eq!(timer.pending(), 0);
+}
+
 #[test]
 fn works_under_a_current_thread_runtime_and_futures_executor() {
     let timer = Timer::builder().threads(1).build().unwrap();

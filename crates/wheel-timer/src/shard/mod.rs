@@ -291,16 +291,19 @@ impl Shard {
         self.ring.push(ring::record(slot, generation))
     }
 
-    /// Owner only, after a push and a fence: makes sure the tick thread stamps the ring within
-    /// `bound` of the owner's latest clock reading (no later than the add). Returns the time the
-    /// tick thread must wake by if it lowered `next_wake`.
+    /// Owner only, after a push and a fence: makes sure the tick thread looks at the ring in
+    /// time for the record just pushed. An unstamped one (`deadline` is `None`) must be stamped
+    /// within `bound` of the owner's latest clock reading (no later than the add); a stamped one
+    /// only by its deadline (it is handed out in the look that finds it due). Returns the time
+    /// the tick thread must wake by if it lowered `next_wake`.
     #[inline]
-    pub(crate) fn cover(&self) -> Option<u64> {
-        let by = self
-            .owner
-            .reading
-            .load(Relaxed)
-            .saturating_add(self.bound.load(Relaxed));
+    pub(crate) fn cover(&self, deadline: Option<u64>) -> Option<u64> {
+        let by = deadline.unwrap_or_else(|| {
+            self.owner
+                .reading
+                .load(Relaxed)
+                .saturating_add(self.bound.load(Relaxed))
+        });
         (self.consumer.next_wake.load(Relaxed) > by).then(|| {
             self.consumer.next_wake.fetch_min(by, SeqCst);
             by

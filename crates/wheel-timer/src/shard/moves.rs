@@ -132,12 +132,12 @@ impl Shard {
         let mut locked = self.locked.lock();
         if s.word().is(generation, QUEUED) {
             // Stamp it (and the ring with it) first: it then has a place in the wheel to move.
-            let drained = self.drain_ring(&mut locked, clock, due);
+            let unstamped = self.drain_ring(&mut locked, clock, due);
             if s.word().is(generation, QUEUED) {
                 // Young (see `stamp.rs`): filed in the wheel now.
                 self.file_young_now(&mut locked, ring::record(i, generation), due);
             }
-            self.lower_after_drain(&locked, now, drained);
+            self.lower_after_drain(&locked, now, unstamped);
         }
         if !s.word().is(generation, WAITING) {
             return None;

@@ -10,9 +10,11 @@
 //! `2 * YOUNG_TICKS` ticks out stays `QUEUED` (now `STAMPED`), in a FIFO of its shard, for
 //! `YOUNG_TICKS` ticks before it is filed in the wheel; the tasks cancelled meanwhile are skipped
 //! by that filing for the price of reading their slot word. The queue is in stamping order, so
-//! its head is the next filing, which `next_wake` covers; a task is filed at least `YOUNG_TICKS`
-//! ticks before its deadline, so the queue never makes it late unless the tick thread itself is
-//! that late (a task filed after its deadline is handed out at once, never early).
+//! its head is the next filing, which `next_wake` covers. Filing times are rounded up to a
+//! multiple of `YOUNG_BATCH_TICKS` (64), so a stream of far adds costs the tick thread one look
+//! per 64 ticks, not one per tick; a task is filed at least `YOUNG_TICKS - YOUNG_BATCH_TICKS`
+//! (192) ticks before its deadline, so the queue never makes it late unless the tick thread
+//! itself is that late (a task filed after its deadline is handed out at once, never early).
 
 use tickwheel_reaper::{Clock, Due};
 
@@ -21,6 +23,10 @@ use super::*;
 /// Ticks a far task waits in the young queue before it is filed in the wheel (see the module
 /// docs); tasks due at least twice as far out go through it.
 pub(crate) const YOUNG_TICKS: u64 = 256;
+
+/// Young tasks are filed in batches: at multiples of this many ticks (see `Shard::file_at`).
+/// Well under `YOUNG_TICKS`, so a task is still filed long before its deadline.
+const YOUNG_BATCH_TICKS: u64 = 64;
 
 impl Shard {
     /// Drains the ring now, and then files `extra` (a record whose deadline is already stamped)
@@ -75,8 +81,8 @@ impl Shard {
             let mut locked = self.locked.lock();
             if unstamped(s.word()) {
                 let now = clock.now();
-                let drained = self.drain_ring(&mut locked, clock, due);
-                self.lower_after_drain(&locked, now, drained);
+                let unstamped = self.drain_ring(&mut locked, clock, due);
+                self.lower_after_drain(&locked, now, unstamped);
             }
         }
         loop {
@@ -94,7 +100,8 @@ impl Shard {
     /// Takes every record out of the ring and files each still-`QUEUED` task: into the wheel, or
     /// into `due` if the wheel's clock has passed its deadline. Unstamped deadlines are stamped
     /// from a clock reading taken after the ring's tail was read, so after every add it drains.
-    /// Returns the number of records drained.
+    /// Returns the number of unstamped tasks it stamped (the adds that want the next look within
+    /// a tick, see `wake_after_drain`).
     pub(super) fn drain_ring(
         &self,
         locked: &mut MutexGuard<'_, Locked>,
@@ -102,20 +109,22 @@ impl Shard {
         due: &mut Vec<Due<Fire>>,
     ) -> usize {
         let batch = self.ring.published();
-        let drained = batch.1.wrapping_sub(batch.0) as usize;
-        if drained == 0 {
+        if batch.0 == batch.1 {
             return 0;
         }
         let now = clock.now();
+        let mut unstamped = 0;
         self.ring.consume(batch, |rec| {
             let (i, generation) = ring::split(rec);
             // Most records of a busy shard were cancelled already: skip them without a call.
-            if self.slots.get(i).word().is(generation, QUEUED) {
+            let w = self.slots.get(i).word();
+            if w.is(generation, QUEUED) {
+                unstamped += usize::from(!w.has(STAMPED));
                 self.stamp(locked, rec, now, due, true);
             }
         });
         self.consumer.flushes.fetch_add(1, Release);
-        drained
+        unstamped
     }
 
     /// Files the young tasks whose time came by clock time `now` (see the module docs); the
@@ -200,7 +209,7 @@ impl Shard {
                 }
                 locked.young.push_back(Young {
                     rec,
-                    file_at: now + self.young_ns(),
+                    file_at: self.file_at(now),
                 });
             }
         } else if s
@@ -223,6 +232,17 @@ impl Shard {
     #[inline]
     fn young_ns(&self) -> u64 {
         self.bound.load(Relaxed).saturating_mul(YOUNG_TICKS)
+    }
+
+    /// When a task made young at clock time `now` is filed: `YOUNG_TICKS` later, rounded up to
+    /// a multiple of `YOUNG_BATCH_TICKS`, so that the tick thread files a stream of them in one
+    /// look per batch rather than one per tick.
+    #[inline]
+    fn file_at(&self, now: u64) -> u64 {
+        let batch = self.bound.load(Relaxed).saturating_mul(YOUNG_BATCH_TICKS);
+        now.saturating_add(self.young_ns())
+            .checked_next_multiple_of(batch.max(1))
+            .unwrap_or(u64::MAX)
     }
 
     #[inline]
@@ -252,26 +272,27 @@ impl Shard {
     /// record the store did not account for is either seen there or its owner sees the new value
     /// and lowers it again (the owner's half is `barrier::light` in `add.rs`).
     ///
-    /// While adds keep coming (this drain found records), the tick thread keeps looking once a
-    /// tick: otherwise the next add after every drain would have to wake it. It stops one tick
-    /// after the adds stop.
-    fn publish_next_wake(&self, locked: &Locked, now: u64, drained: usize) {
-        let next = self.wake_after_drain(locked, now, drained);
+    /// While unstamped adds keep coming (this drain stamped some), the tick thread keeps looking
+    /// once a tick: otherwise the next such add after every drain would have to wake it. It stops
+    /// one tick after they stop. Adds with a deadline (the futures') need no such look: each only
+    /// asks for one by its deadline, which the wheel's next expiration usually covers already.
+    fn publish_next_wake(&self, locked: &Locked, now: u64, unstamped: usize) {
+        let next = self.wake_after_drain(locked, now, unstamped);
         self.consumer.next_wake.store(next, SeqCst);
     }
 
     /// After a drain by a thread that is not the tick thread (a handle asking for its deadline, a
     /// reschedule), `next_wake` may only be lowered: raising it needs the tick thread's barrier
     /// (above). A value left too low costs one early look by the tick thread, which then raises it.
-    pub(super) fn lower_after_drain(&self, locked: &Locked, now: u64, drained: usize) {
-        let next = self.wake_after_drain(locked, now, drained);
+    pub(super) fn lower_after_drain(&self, locked: &Locked, now: u64, unstamped: usize) {
+        let next = self.wake_after_drain(locked, now, unstamped);
         self.consumer.next_wake.fetch_min(next, SeqCst);
     }
 
-    /// When the tick thread should look next after a drain that moved `drained` records.
-    fn wake_after_drain(&self, locked: &Locked, now: u64, drained: usize) -> u64 {
+    /// When the tick thread should look next after a drain that stamped `unstamped` records.
+    fn wake_after_drain(&self, locked: &Locked, now: u64, unstamped: usize) -> u64 {
         let next = locked.next_expiration();
-        if drained > 0 {
+        if unstamped > 0 {
             next.min(now.saturating_add(self.bound.load(Relaxed)))
         } else {
             next
@@ -329,7 +350,7 @@ impl tickwheel_reaper::Shard for Shard {
     fn collect(&self, clock: &dyn Clock, now: u64, due: &mut Vec<Due<Fire>>) {
         let mut locked = self.locked.lock();
         due.append(&mut locked.overdue);
-        let drained = self.drain_ring(&mut locked, clock, due);
+        let unstamped = self.drain_ring(&mut locked, clock, due);
         self.file_young(&mut locked, now, due);
         locked.wheel.advance(now, |rec| {
             let (i, generation) = ring::split(rec);
@@ -346,7 +367,7 @@ impl tickwheel_reaper::Shard for Shard {
                 ));
             }
         });
-        self.publish_next_wake(&locked, now, drained);
+        self.publish_next_wake(&locked, now, unstamped);
     }
 
     fn settle(&self, now: u64) {
@@ -354,12 +375,28 @@ impl tickwheel_reaper::Shard for Shard {
         // Under the lock: another thread may have drained a record the owner did not wake for
         // since `collect` (a handle's `deadline`, a reschedule); it lowers `next_wake` before it
         // unlocks, so an empty ring here means the lowering is visible to the tick thread's next
-        // look at `next_wake`.
+        // look at `next_wake`. A record found here gets the look its add asked for (`cover`):
+        // within a tick to be stamped, or by its deadline.
         let _locked = self.locked.lock();
-        if !self.ring.is_empty() {
-            self.consumer
-                .next_wake
-                .fetch_min(now.saturating_add(self.bound.load(Relaxed)), SeqCst);
+        let mut by = u64::MAX;
+        self.ring.peek(self.ring.published(), |rec| {
+            let (i, generation) = ring::split(rec);
+            let s = self.slots.get(i);
+            let w = s.word();
+            if !w.is(generation, QUEUED) {
+                return; // cancelled since: nothing to look for
+            }
+            let look = if w.has(STAMPED) {
+                // Written before the word was published (which `word` acquired); only a holder
+                // of the lock moves it.
+                s.deadline.load(Relaxed)
+            } else {
+                now.saturating_add(self.bound.load(Relaxed))
+            };
+            by = by.min(look);
+        });
+        if by != u64::MAX {
+            self.consumer.next_wake.fetch_min(by, SeqCst);
         }
     }
 }
