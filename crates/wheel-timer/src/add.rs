@@ -11,9 +11,10 @@
 //!    already claimed it. Shutdown moves the lifecycle, fences, and then scans the slots, so one
 //!    of the two sees the other: no task is stranded.
 //! 4. After the same fence, read `next_wake`: if the tick thread would not look at the shard
-//!    within a tick of this thread's clock reading, lower it and wake the thread. The tick thread
-//!    drains the ring, sets `next_wake`, fences, and then looks at the ring: one of the two sees
-//!    the other, so no record waits longer than that. (Other drains only lower `next_wake`.)
+//!    within a tick of this thread's clock reading (an unstamped record), or by the deadline (a
+//!    stamped one), lower it and wake the thread. The tick thread drains the ring, sets
+//!    `next_wake`, fences, and then looks at the ring: one of the two sees the other, so no record
+//!    waits longer than that. (Other drains only lower `next_wake`.)
 //!
 //! The fence is asymmetric (`tickwheel_reaper::barrier`): on this side a compiler fence, on the
 //! other two a process-wide `membarrier` (once per shutdown, once per tick-thread round), where

@@ -262,6 +262,45 @@ fn stamping_races_add_and_is_never_early() {
     });
 }
 
+/// A far add whose deadline is known (a sleep's) asks the tick thread to look only by that
+/// deadline, not within a tick. Here it races a round of the tick thread that drains the ring
+/// and then raises `next_wake` to its next filing (a far unstamped task's, 256 ticks out): the
+/// round's `settle` must find the racing record and lower `next_wake` to its deadline, or the
+/// sleep would wake 150 ticks late. It completes at its deadline, not before.
+#[test]
+fn stamped_add_races_a_drain_and_is_looked_at_by_its_deadline() {
+    loom::model(|| {
+        let clock = StepClock::new();
+        let timer = Arc::new(stepping(&clock));
+        let delay = 100 * NS_PER_MS; // beyond 64 ticks: through the ring, stamped
+        let (t, c) = (timer.clone(), clock.clone());
+        let adder = loom::thread::spawn(move || {
+            // Unstamped: asks for a look within a tick, then waits young for 256 ticks.
+            let far = t.add_or_submit(Task::after(Duration::from_secs(10), || {}));
+            let added_at = c.now();
+            let sleep = t.sleep(Duration::from_nanos(delay));
+            (far.is_ok(), added_at, sleep)
+        });
+        clock.kick(0); // a round that drains the ring while the sleep's add may be in flight
+        let (far, added_at, sleep) = adder.join().unwrap();
+        assert!(far);
+        // (A read racing `set` may still move the clock one tick: the deadline is later still.)
+        clock.set(added_at + delay - 1);
+        assert!(
+            !sleep.is_elapsed(),
+            "the sleep completed before its deadline"
+        );
+        // Its deadline is at most a few clock reads (a tick each) after `added_at + delay`.
+        clock.set(added_at + delay + 50 * NS_PER_MS);
+        assert!(
+            sleep.is_elapsed(),
+            "the tick thread did not look by the sleep's deadline"
+        );
+        drop(sleep);
+        timer.shutdown();
+    });
+}
+
 /// `cancel` from another thread races the tick thread stamping the task out of the ring into the
 /// wheel: the cancel wins once, the task never runs, and nothing is left pending.
 #[test]
