@@ -30,6 +30,7 @@ use std::marker::PhantomData;
 use crate::local::thread_key;
 use crate::loom::UnsafeCell;
 use crate::loom::atomic::{AtomicBool, AtomicU64, Ordering::*};
+use crate::slots::FreeList;
 use crate::task::Work;
 use crate::word::{BUSY, DUE, QUEUED, RUNNING, STOP, State, VACANT, WAITING, Word};
 
@@ -312,7 +313,7 @@ pub(crate) struct Mine {
     /// The owner is inside `with_free` (a guard against re-entry on its own thread).
     busy: AtomicBool,
     /// Vacant slots only the owner hands out.
-    free: UnsafeCell<Vec<u32>>,
+    free: UnsafeCell<FreeList>,
 }
 
 // SAFETY: `free` is the only field that is not `Sync`; it is touched only inside `with_free`, on
@@ -324,7 +325,7 @@ impl Mine {
         Mine {
             owner: AtomicU64::new(0),
             busy: AtomicBool::new(false),
-            free: UnsafeCell::new(Vec::new()),
+            free: UnsafeCell::new(FreeList::default()),
         }
     }
 
@@ -353,7 +354,7 @@ impl Mine {
     /// Runs `f` with the owner's free list, if this thread is the owner and is not already
     /// inside a call of this. `f` must not unwind (it only pushes and pops).
     #[inline(always)]
-    pub(crate) fn with_free<R>(&self, f: impl FnOnce(&mut Vec<u32>) -> R) -> Option<R> {
+    pub(crate) fn with_free<R>(&self, f: impl FnOnce(&mut FreeList) -> R) -> Option<R> {
         if !self.owned_here() || self.busy.load(Relaxed) {
             return None;
         }
