@@ -161,7 +161,11 @@ impl TimerHandle {
         let core = shard.core()?;
         let mut due = Vec::new();
         let generation = self.word().generation();
-        let deadline = shard.deadline_of(self.slot(), generation, core.clock.as_ref(), &mut due);
+        let (deadline, wake) =
+            shard.deadline_of(self.slot(), generation, core.clock.as_ref(), &mut due);
+        if wake != u64::MAX {
+            core.reaper.wake_by(wake);
+        }
         for d in due {
             core.dispatch(d);
         }
@@ -200,20 +204,20 @@ impl TimerHandle {
         }
         let now = core.clock.now();
         let mut due = Vec::new();
-        let moved = shard.reschedule(
+        let (moved, wake) = shard.reschedule(
             self.slot(),
             core.clock.as_ref(),
             now,
             delay_at(now),
             &mut due,
         );
-        if let Some(t) = moved {
-            core.reaper.wake_by(t);
+        if wake != u64::MAX {
+            core.reaper.wake_by(wake);
         }
         for d in due {
             core.dispatch(d);
         }
-        moved.is_some()
+        moved
     }
 
     /// True once a [`cancel`](Self::cancel) succeeded.

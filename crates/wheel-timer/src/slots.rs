@@ -6,6 +6,7 @@ use crossbeam_utils::CachePadded;
 use crate::chunked::{Chunked, MAX_INDEX};
 use crate::loom::atomic::{AtomicU32, AtomicU64, Ordering::*};
 use crate::slot::{Mine, OwnerToken, Slot, Vacant};
+use crate::word::VACANT;
 
 /// The owner's vacant slots: a stack of its own frees, then a chain taken whole from the
 /// vacated stack, each slot's `link` naming the next (index + 1, 0 at the end).
@@ -117,8 +118,17 @@ impl Slots {
         loop {
             let i = self.mine.with_free(|free| {
                 // A slot on the chain was linked by a thread that vacated it, before its
-                // release-CAS of the stack that `refill` acquired.
-                let i = free.pop(|i| self.get(i).link.load(Relaxed));
+                // release-CAS of the stack that `refill` acquired. A slot listed by mistake
+                // (not vacant: `claim` skips it below) may hold a wheel id in `link`: the chain
+                // ends there rather than follow it.
+                let i = free.pop(|i| {
+                    let s = self.get(i);
+                    if s.word().state() == VACANT {
+                        s.link.load(Relaxed)
+                    } else {
+                        0
+                    }
+                });
                 if let Some(next) = free.next() {
                     // The next add takes that one: a slot vacated long ago is cold by now, and
                     // the time until that add hides its fetch.

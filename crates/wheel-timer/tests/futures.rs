@@ -398,6 +398,29 @@ fn far_sleeps_filed_by_their_own_thread_still_wake() {
     assert_eq!(timer.pending(), 0);
 }
 
+/// A reset drains its shard's ring on the resetting thread, and may file a far sleep there into
+/// the young queue, whose filing comes long before any look the tick thread has promised; a
+/// later near sleep then trusts `next_wake` and asks for nothing. The reset must wake the tick
+/// thread by the filing, or the near sleep waits for the far one's look (29 s late here; found by
+/// an adversarial review).
+#[test]
+fn a_reset_that_files_young_tasks_keeps_later_sleeps_on_time() {
+    let timer = Timer::builder().threads(1).build().unwrap();
+    let (_count, waker) = counter();
+    let _far = timer.sleep(60 * SEC); // stays in the ring: looked at by its deadline
+    let mut soon = timer.sleep(30 * SEC); // the tick thread now sleeps until 30 s
+    let start = Instant::now();
+    Pin::new(&mut soon).reset(start); // drains the ring: `_far` is young, filed in 0.3 s
+    let mut near = timer.sleep(500 * MS);
+    let give_up = start + 20 * SEC;
+    while poll(&mut near, &waker).is_pending() && Instant::now() < give_up {
+        std::thread::sleep(5 * MS);
+    }
+    assert!(near.is_elapsed(), "a 500 ms sleep still asleep after 20 s");
+    assert!(Instant::now() >= near.deadline(), "completed early");
+    assert!(soon.is_elapsed(), "reset to now completes it");
+}
+
 #[test]
 fn works_under_a_current_thread_runtime_and_futures_executor() {
     let timer = Timer::builder().threads(1).build().unwrap();

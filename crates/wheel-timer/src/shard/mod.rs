@@ -19,8 +19,12 @@
 //! An unstamped record keeps the task's delay. Whoever drains the ring reads the clock *after*
 //! taking the records (the ring's tail is read with acquire ordering, then the clock), so every
 //! drained add happened before that reading, and `reading + delay` is no earlier than the
-//! instant the user meant. Records wait at most `bound` (one tick) for their stamp: `next_wake`
-//! is never later than the owner's last clock reading plus `bound` while the ring holds records.
+//! instant the user meant. Unstamped records wait at most `bound` (one tick) for their stamp:
+//! `next_wake` is never later than the owner's last clock reading plus `bound` while the ring
+//! holds one. A stamped record (its deadline known at the add) only needs a look by its deadline,
+//! and `next_wake` is never later than that while the ring holds it. A drain on another thread
+//! (a reschedule, a handle's deadline) may file records in the young queue, whose filing comes
+//! sooner than either: it wakes the tick thread by what it lowered `next_wake` to.
 
 use std::collections::VecDeque;
 use std::sync::Weak;

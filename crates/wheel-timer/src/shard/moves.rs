@@ -118,7 +118,9 @@ impl Shard {
     }
 
     /// Gives the waiting task in slot `i` the deadline `now + delay`: true if it was waiting and
-    /// now has it. A deadline already come sends it to the executor at once (`due`).
+    /// now has it. A deadline already come sends it to the executor at once (`due`). Also returns
+    /// the time the tick thread must be woken by (`u64::MAX`: no need), moved or not: the drain of
+    /// the ring on the way may need it (see `lower_after_drain`).
     pub(crate) fn reschedule(
         &self,
         i: u32,
@@ -126,10 +128,11 @@ impl Shard {
         now: u64,
         delay: u64,
         due: &mut Vec<Due<Fire>>,
-    ) -> Option<u64> {
+    ) -> (bool, u64) {
         let s = self.slots.get(i);
         let generation = s.word().generation();
         let mut locked = self.locked.lock();
+        let mut wake = u64::MAX;
         if s.word().is(generation, QUEUED) {
             // Stamp it (and the ring with it) first: it then has a place in the wheel to move.
             let unstamped = self.drain_ring(&mut locked, clock, due);
@@ -137,27 +140,31 @@ impl Shard {
                 // Young (see `stamp.rs`): filed in the wheel now.
                 self.file_young_now(&mut locked, ring::record(i, generation), due);
             }
-            self.lower_after_drain(&locked, now, unstamped);
+            wake = self.lower_after_drain(&locked, now, unstamped);
         }
         if !s.word().is(generation, WAITING) {
-            return None;
+            return (false, wake);
         }
         let deadline = now.saturating_add(delay);
         let id = TimerId::from_raw(s.link.load(Relaxed));
         if deadline <= now {
-            s.transition(generation, |w| w.state() == WAITING, |w| w.with_state(DUE))?;
+            if s.transition(generation, |w| w.state() == WAITING, |w| w.with_state(DUE))
+                .is_none()
+            {
+                return (false, wake);
+            }
             locked.wheel.cancel(id);
             bump(&self.in_lock.left);
             s.deadline.store(deadline, Relaxed);
             s.meant.store(deadline, Relaxed);
             due.push(self.fire(i, generation, deadline, deadline));
-            return Some(u64::MAX);
+            return (true, wake);
         }
         s.deadline.store(deadline, Relaxed);
         s.meant.store(deadline, Relaxed);
         let moved = locked.wheel.reschedule(id, deadline);
         debug_assert!(moved, "a WAITING task is in the wheel");
-        Some(self.lower_next_wake(&locked))
+        (true, wake.min(self.lower_next_wake(&locked)))
     }
 
     /// Puts a periodic task back for its run at `next` (from its job, through its hold on the

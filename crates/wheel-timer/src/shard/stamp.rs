@@ -67,32 +67,34 @@ impl Shard {
 
     /// The deadline of the waiting task in slot `i` of `generation`, stamping it (and the ring
     /// with it) first if it has none yet. `None` if the task is not waiting. Tasks found due on
-    /// the way are appended to `due`; the tick thread's `next_wake` is kept.
+    /// the way are appended to `due`. Also returns the time the tick thread must be woken by
+    /// (`u64::MAX`: no need), see [`lower_after_drain`](Self::lower_after_drain).
     pub(crate) fn deadline_of(
         &self,
         i: u32,
         generation: u32,
         clock: &dyn Clock,
         due: &mut Vec<Due<Fire>>,
-    ) -> Option<u64> {
+    ) -> (Option<u64>, u64) {
         let s = self.slots.get(i);
         let unstamped = |w: Word| w.is(generation, QUEUED) && !w.has(STAMPED);
+        let mut wake = u64::MAX;
         if unstamped(s.word()) {
             let mut locked = self.locked.lock();
             if unstamped(s.word()) {
                 let now = clock.now();
                 let unstamped = self.drain_ring(&mut locked, clock, due);
-                self.lower_after_drain(&locked, now, unstamped);
+                wake = self.lower_after_drain(&locked, now, unstamped);
             }
         }
         loop {
             let w = s.word();
             if w.generation() != generation || !matches!(w.state(), QUEUED | WAITING | DUE) {
-                return None;
+                return (None, wake);
             }
             let deadline = s.deadline.load(Acquire);
             if s.word() == w {
-                return Some(deadline);
+                return (Some(deadline), wake);
             }
         }
     }
@@ -284,9 +286,14 @@ impl Shard {
     /// After a drain by a thread that is not the tick thread (a handle asking for its deadline, a
     /// reschedule), `next_wake` may only be lowered: raising it needs the tick thread's barrier
     /// (above). A value left too low costs one early look by the tick thread, which then raises it.
-    pub(super) fn lower_after_drain(&self, locked: &Locked, now: u64, unstamped: usize) {
+    /// Returns the time the caller must wake the tick thread by: the drain may have filed a record
+    /// that only asked for a look by its deadline into the young queue, whose filing comes sooner
+    /// than any look the tick thread has promised, and later adds trust `next_wake`.
+    #[must_use = "the tick thread must be woken by the returned time"]
+    pub(super) fn lower_after_drain(&self, locked: &Locked, now: u64, unstamped: usize) -> u64 {
         let next = self.wake_after_drain(locked, now, unstamped);
         self.consumer.next_wake.fetch_min(next, SeqCst);
+        next
     }
 
     /// When the tick thread should look next after a drain that stamped `unstamped` records.
@@ -386,12 +393,19 @@ impl tickwheel_reaper::Shard for Shard {
             if !w.is(generation, QUEUED) {
                 return; // cancelled since: nothing to look for
             }
+            let within_a_tick = now.saturating_add(self.bound.load(Relaxed));
             let look = if w.has(STAMPED) {
-                // Written before the word was published (which `word` acquired); only a holder
-                // of the lock moves it.
-                s.deadline.load(Relaxed)
+                // Written before the word was published (which `word` acquired). A cancel may
+                // vacate the slot meanwhile and its owner reuse it, writing `deadline` without
+                // the lock: if the word moved, look within a tick (at worst one early look).
+                let deadline = s.deadline.load(Acquire);
+                if s.word() == w {
+                    deadline
+                } else {
+                    within_a_tick
+                }
             } else {
-                now.saturating_add(self.bound.load(Relaxed))
+                within_a_tick
             };
             by = by.min(look);
         });
