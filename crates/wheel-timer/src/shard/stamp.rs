@@ -24,6 +24,9 @@ use super::*;
 /// docs); tasks due at least twice as far out go through it.
 pub(crate) const YOUNG_TICKS: u64 = 256;
 
+/// How many records ahead of the one it reads the young queue's filing and sweep prefetch.
+const YOUNG_PREFETCH: usize = 16;
+
 /// Young tasks are filed in batches: at multiples of this many ticks (see `Shard::file_at`).
 /// Well under `YOUNG_TICKS`, so a task is still filed long before its deadline.
 const YOUNG_BATCH_TICKS: u64 = 64;
@@ -136,6 +139,7 @@ impl Shard {
             if file_at > now {
                 break;
             }
+            self.prefetch_young(&locked.young, YOUNG_PREFETCH);
             locked.young.pop_front();
             let (i, generation) = ring::split(rec);
             if self.slots.get(i).word().is(generation, QUEUED) {
@@ -145,6 +149,31 @@ impl Shard {
         let young = &mut locked.young;
         if young.capacity() > 4096 && young.len() * 4 < young.capacity() {
             young.shrink_to(young.len() * 2); // a burst went by: give its memory back
+        }
+    }
+
+    /// Drops the records of young tasks cancelled meanwhile, keeping the order (under the lock).
+    fn sweep_young(&self, young: &mut VecDeque<Young>) {
+        let mut kept = 0;
+        for k in 0..young.len() {
+            self.prefetch_young(young, k + YOUNG_PREFETCH);
+            let y = young[k];
+            let (i, generation) = ring::split(y.rec);
+            if self.slots.get(i).word().is(generation, QUEUED) {
+                young[kept] = y;
+                kept += 1;
+            }
+        }
+        young.truncate(kept);
+    }
+
+    /// Starts fetching the slot of the young record at `k`, if there is one: the filing and the
+    /// sweep read one slot word per record, each cold by then, so they ask for the line
+    /// `YOUNG_PREFETCH` records ahead (as the wheel's flush does for its entries).
+    #[inline]
+    fn prefetch_young(&self, young: &VecDeque<Young>, k: usize) {
+        if let Some(y) = young.get(k) {
+            crate::prefetch::line(self.slots.get(ring::split(y.rec).0));
         }
     }
 
@@ -200,10 +229,7 @@ impl Shard {
                     // Full: drop the records of tasks cancelled meanwhile before it grows, so
                     // it holds at most twice the young tasks still waiting, however long the
                     // clock stands still.
-                    locked.young.retain(|y| {
-                        let (i, generation) = ring::split(y.rec);
-                        self.slots.get(i).word().is(generation, QUEUED)
-                    });
+                    self.sweep_young(&mut locked.young);
                     let live = locked.young.len();
                     if live * 2 > locked.young.capacity() {
                         locked.young.reserve(live); // mostly live: grow (the sweeps stay O(1) each)
