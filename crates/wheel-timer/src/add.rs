@@ -14,7 +14,8 @@
 //!    within a tick of this thread's clock reading (an unstamped record), or by the deadline (a
 //!    stamped one), lower it and wake the thread. The tick thread drains the ring, sets
 //!    `next_wake`, fences, and then looks at the ring: one of the two sees the other, so no record
-//!    waits longer than that. (Other drains only lower `next_wake`.)
+//!    waits longer than that. (Other drains only lower `next_wake`, and wake the tick thread by
+//!    what they lowered it to.)
 //!
 //! The fence is asymmetric (`tickwheel_reaper::barrier`): on this side a compiler fence, on the
 //! other two a process-wide `membarrier` (once per shutdown, once per tick-thread round), where

@@ -120,7 +120,8 @@ impl Slots {
                 // A slot on the chain was linked by a thread that vacated it, before its
                 // release-CAS of the stack that `refill` acquired. A slot listed by mistake
                 // (not vacant: `claim` skips it below) may hold a wheel id in `link`: the chain
-                // ends there rather than follow it.
+                // ends there rather than follow it (the slots after it are lost to this shard,
+                // never handed out twice).
                 let i = free.pop(|i| {
                     let s = self.get(i);
                     if s.word().state() == VACANT {

@@ -421,9 +421,12 @@ impl tickwheel_reaper::Shard for Shard {
             }
             let within_a_tick = now.saturating_add(self.bound.load(Relaxed));
             let look = if w.has(STAMPED) {
-                // Written before the word was published (which `word` acquired). A cancel may
-                // vacate the slot meanwhile and its owner reuse it, writing `deadline` without
-                // the lock: if the word moved, look within a tick (at worst one early look).
+                // Written before the word was published (which `word` acquired), and rewritten
+                // only under the lock while the record lives. A cancel may vacate the slot
+                // meanwhile and its owner reuse it, writing `deadline` without the lock; the
+                // second read of the word catches that only sometimes (nothing orders the new
+                // write before it), but a dead record's value can only make `by` earlier: one
+                // early look at worst.
                 let deadline = s.deadline.load(Acquire);
                 if s.word() == w {
                     deadline
