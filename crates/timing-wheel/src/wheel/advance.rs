@@ -87,7 +87,12 @@ impl<T> TimingWheel<T> {
     /// a second pass would miss on every one of them again.
     pub(super) fn collect_bucket(&mut self, id: u32, start: u64, target: u64) {
         let (level, slot) = self.split(id);
-        let mut recs = mem::take(&mut self.levels[level][slot]);
+        let bucket = mem::take(&mut self.levels[level][slot]);
+        let mut recs = bucket.recs;
+        if bucket.stale > 0 {
+            // Before the clock moves: liveness is judged by the entry's location.
+            self.retain_live(id, &mut recs);
+        }
         let last = start | bucket_span_mask(level as u32, self.bits);
         if last > target {
             debug_assert!(self.queue.peek().is_none_or(|(_, &Reverse(s))| s > target));
@@ -116,7 +121,7 @@ impl<T> TimingWheel<T> {
         }
         recs.clear();
         if recs.capacity() <= RETAINED_CAPACITY {
-            self.levels[level][slot] = recs;
+            self.levels[level][slot].recs = recs;
         }
     }
 

@@ -3,7 +3,11 @@
 
 use std::cmp::Reverse;
 
-use super::{OVERDUE, OverdueRec, RETAINED_CAPACITY, TimingWheel};
+use std::mem;
+
+use super::{
+    Bucket, COMPACT_MIN, OVERDUE, OverdueRec, PREFETCH_AHEAD, RETAINED_CAPACITY, TimingWheel,
+};
 use crate::time::{bucket_span_mask, bucket_start, level_for, max_levels, slot_for};
 
 impl<T> TimingWheel<T> {
@@ -28,7 +32,7 @@ impl<T> TimingWheel<T> {
             self.grow_levels(level);
         }
         let bucket = &mut self.levels[level as usize][bucket_slot as usize];
-        if bucket.is_empty() {
+        if bucket.recs.is_empty() {
             if let Some(bits) = self.bitmaps.get_mut(level as usize) {
                 bits.set(bucket_slot);
             } else {
@@ -41,8 +45,8 @@ impl<T> TimingWheel<T> {
                     .push(id, Reverse(bucket_start(due, level, self.bits)));
             }
         }
-        self.slab.set_pos(slot, bucket.len() as u32);
-        bucket.push(slot);
+        self.slab.set_pos(slot, bucket.recs.len() as u32);
+        bucket.recs.push(slot);
     }
 
     /// Records the entry at `slot` on the overdue list; `due` is its true due tick (the entry's
@@ -77,39 +81,98 @@ impl<T> TimingWheel<T> {
     pub(super) fn grow_levels(&mut self, level: u32) {
         debug_assert!(level < max_levels(self.bits));
         while self.levels.len() <= level as usize {
-            self.levels
-                .push((0..1usize << self.bits).map(|_| Vec::new()).collect());
+            self.levels.push(
+                (0..1usize << self.bits)
+                    .map(|_| Bucket::default())
+                    .collect(),
+            );
         }
     }
 
-    /// Takes the record at index `pos` out of location `loc` by moving the location's last record
-    /// into its place, and leaves a bucket it empties out of the bitmap or the queue. O(1),
-    /// besides a rare shrink of a bucket that a burst had grown.
+    /// Lets go of the record at index `pos` of location `loc`, whose entry has left it (vacated,
+    /// or moved elsewhere with its `pos`). The overdue list, always short, takes it out at once by
+    /// moving its last record into the hole. A bucket takes it out at once only if it is the last
+    /// record; otherwise it counts it stale ([`Bucket`]), empties itself if no live record is
+    /// left (leaving the bitmap or the queue), and is compacted once its stale records outnumber
+    /// the live ones. O(1) amortized: a compaction sweeps at most twice as many records as the
+    /// cancels that called for it.
     #[inline]
-    pub(super) fn unlink(&mut self, loc: u32, pos: u32) {
-        let i = pos as usize;
+    pub(super) fn forget(&mut self, loc: u32, pos: u32) {
         if loc == OVERDUE {
-            self.overdue.swap_remove(i);
-            if let Some(moved) = self.overdue.get(i) {
-                self.slab.set_pos(moved.slot, pos);
-            }
+            self.forget_overdue(pos);
             return;
         }
         let (level, bucket_slot) = self.split(loc);
         let bucket = &mut self.levels[level][bucket_slot];
-        bucket.swap_remove(i);
-        if let Some(&moved) = bucket.get(i) {
-            self.slab.set_pos(moved, pos);
-        } else if bucket.is_empty() {
+        if pos as usize + 1 == bucket.recs.len() {
+            bucket.recs.pop();
+        } else {
+            bucket.stale += 1;
+        }
+        if bucket.live() == 0
+            || (bucket.stale >= COMPACT_MIN && bucket.stale as usize > bucket.live())
+        {
+            self.tidy(loc);
+        }
+    }
+
+    /// `forget` for the overdue list: the record goes at once, the last one moving into its place.
+    #[cold]
+    fn forget_overdue(&mut self, pos: u32) {
+        let i = pos as usize;
+        self.overdue.swap_remove(i);
+        if let Some(moved) = self.overdue.get(i) {
+            self.slab.set_pos(moved.slot, pos);
+        }
+    }
+
+    /// `forget`'s rare half, out of line so a cancel stays short (the CPU overlaps the cache
+    /// misses of consecutive cancels only as far as it can run ahead): empties bucket `id` if no
+    /// live record is left in it, else compacts it.
+    #[cold]
+    #[inline(never)]
+    fn tidy(&mut self, id: u32) {
+        let (level, bucket_slot) = self.split(id);
+        let bucket = &mut self.levels[level][bucket_slot];
+        let empty = bucket.live() == 0;
+        let mut recs = mem::take(&mut bucket.recs);
+        if empty {
+            recs.clear();
             if let Some(bits) = self.bitmaps.get_mut(level) {
                 bits.clear(bucket_slot as u32);
             } else {
-                self.queue.remove(&loc);
+                self.queue.remove(&id);
+            }
+        } else {
+            self.retain_live(id, &mut recs);
+        }
+        if recs.capacity() > RETAINED_CAPACITY && recs.capacity() > 4 * recs.len() {
+            recs.shrink_to(2 * recs.len());
+        }
+        let bucket = &mut self.levels[level][bucket_slot];
+        bucket.recs = recs;
+        bucket.stale = 0;
+    }
+
+    /// Keeps the live records of bucket `id` (taken out of it as `recs`), in their order, and
+    /// points their entries at their new indexes. Must run before the clock moves past the
+    /// bucket's start: a record is live if its entry is occupied, located in `id` and at its
+    /// index, and the location is by the clock. One pass, slab lines prefetched ahead.
+    pub(super) fn retain_live(&mut self, id: u32, recs: &mut Vec<u32>) {
+        let mut kept = 0;
+        for i in 0..recs.len() {
+            if let Some(&ahead) = recs.get(i + PREFETCH_AHEAD) {
+                self.slab.prefetch(ahead);
+            }
+            let s = recs[i];
+            let e = self.slab.at(s);
+            if e.item().is_some() && e.pos() as usize == i && self.locate(e.due()) == id {
+                recs[kept] = s;
+                self.slab.set_pos(s, kept as u32);
+                kept += 1;
             }
         }
-        if bucket.capacity() > RETAINED_CAPACITY && bucket.capacity() > 4 * bucket.len() {
-            bucket.shrink_to(2 * bucket.len());
-        }
+        recs.truncate(kept);
     }
 
     /// `(level, slot)` of a bucket id.

@@ -2,7 +2,7 @@
 
 use std::cmp::Reverse;
 
-use super::TimingWheel;
+use super::{COMPACT_MIN, TimingWheel};
 
 impl<T> TimingWheel<T> {
     /// Checks every invariant in the module docs. O(size of the wheel): tests only.
@@ -12,32 +12,39 @@ impl<T> TimingWheel<T> {
         for (level, buckets) in self.levels.iter().enumerate() {
             for (slot, b) in buckets.iter().enumerate() {
                 let id = ((level as u32) << self.bits) | slot as u32;
-                for (i, &s) in b.iter().enumerate() {
+                let mut live = 0;
+                for (i, &s) in b.recs.iter().enumerate() {
                     let e = self.slab.at(s);
-                    assert!(
-                        e.item().is_some(),
-                        "bucket {level}/{slot} names vacant slot {s}"
-                    );
-                    assert_eq!(e.pos() as usize, i, "pos of the entry at slot {s}");
-                    let due = e.due();
-                    assert_eq!(
-                        self.locate(due),
-                        id,
-                        "entry due {due} in the wrong bucket (cur {})",
-                        self.cur
-                    );
-                    records += 1;
+                    // Any other record is stale: its entry is vacant, elsewhere, or at another
+                    // index (the bucket's `retain_live` rule).
+                    if e.item().is_some() && e.pos() as usize == i && self.locate(e.due()) == id {
+                        live += 1;
+                    }
                 }
+                let stale = b.recs.len() - live;
+                assert_eq!(
+                    stale, b.stale as usize,
+                    "stale count of bucket {level}/{slot}"
+                );
+                assert!(
+                    stale < COMPACT_MIN as usize || stale <= live,
+                    "bucket {level}/{slot} holds {stale} stale records for {live} live ones"
+                );
+                assert!(
+                    live > 0 || b.recs.is_empty(),
+                    "bucket {level}/{slot} holds only stale records"
+                );
+                records += live;
                 if let Some(bits) = self.bitmaps.get(level) {
                     assert_eq!(
                         bits.is_set(slot as u32),
-                        !b.is_empty(),
+                        !b.recs.is_empty(),
                         "occupancy bit of bucket {level}/{slot}"
                     );
                     let mask = (1u64 << self.bits) - 1;
                     let digit = (self.cur >> (level as u32 * self.bits)) & mask;
                     assert!(
-                        b.is_empty() || slot as u64 > digit,
+                        b.recs.is_empty() || slot as u64 > digit,
                         "bucket {level}/{slot} at or before the clock's digit (cur {})",
                         self.cur
                     );
@@ -46,11 +53,11 @@ impl<T> TimingWheel<T> {
                 match self.queue.get(&id) {
                     Some((_, &Reverse(start))) => {
                         queued += 1;
-                        assert!(!b.is_empty(), "queued bucket {level}/{slot} is empty");
+                        assert!(!b.recs.is_empty(), "queued bucket {level}/{slot} is empty");
                         assert!(start > self.cur, "queued bucket {level}/{slot} already due");
                     }
                     None => assert!(
-                        b.is_empty(),
+                        b.recs.is_empty(),
                         "bucket {level}/{slot} holds records but is not queued"
                     ),
                 }
@@ -68,7 +75,8 @@ impl<T> TimingWheel<T> {
             assert!(e.due() <= self.cur && e.due() <= r.due);
             records += 1;
         }
-        // With `pos` pointing back at each record, no entry has two: records == len is a bijection.
+        // With `pos` pointing back at each live record, no entry has two: records == len is a
+        // bijection.
         assert_eq!(records, self.len, "records != len");
         assert_eq!(
             self.slab.occupied().count(),

@@ -110,19 +110,80 @@ fn after_a_panicking_callback_earlier_items_still_come_out_first() {
 }
 
 #[test]
-fn cancel_heavy_load_keeps_no_dead_records() {
+fn cancel_heavy_load_keeps_few_stale_records() {
     let mut w = TimingWheel::new(1, 64, 0).unwrap();
     let mut last = None;
     for i in 0..100_000u64 {
-        // All into one far bucket, each cancelled right after the next insert.
+        // All into one far bucket, each cancelled right after the next insert (not the last
+        // record, so it goes stale), checked every so often.
         let id = w.insert(1_000_000 + (i % 7), i).unwrap();
         if let Some(prev) = last.replace(id) {
             assert_eq!(w.cancel(prev), Some(i - 1));
         }
+        if i % 9_999 == 0 {
+            w.check();
+        }
     }
     w.check();
-    let records: usize = w.levels.iter().flat_map(|l| l.iter()).map(Vec::len).sum();
-    assert_eq!(records, 1, "a cancel takes its record out");
+    let records: usize = all_records(&w);
+    assert!(
+        records <= 1 + COMPACT_MIN as usize,
+        "{records} records for 1 live entry: stale ones are compacted away"
+    );
+}
+
+#[test]
+fn compaction_keeps_every_live_entry_and_its_order_of_firing() {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut w = TimingWheel::new(1, 64, 0).unwrap();
+    // One far bucket of many entries; cancel and reschedule (within the bucket and out of it) at
+    // random, so compactions run over records whose slots were reused by later inserts.
+    let mut live: Vec<(TimerId, u64)> = Vec::new();
+    let mut swept = 0;
+    for i in 0..20_000u64 {
+        let before = all_records(&w);
+        match rng.below(5) {
+            0 | 1 => {
+                let due = 1_000_000 + rng.below(4_000);
+                live.push((w.insert(due, due).unwrap(), due));
+            }
+            2 | 3 if !live.is_empty() => {
+                let (id, due) = live.swap_remove(rng.below(live.len() as u64) as usize);
+                assert_eq!(w.cancel(id), Some(due));
+            }
+            _ if !live.is_empty() => {
+                let k = rng.below(live.len() as u64) as usize;
+                let due = 1_000_000 + rng.below(300_000);
+                assert!(w.reschedule(live[k].0, due));
+                *w.get_mut(live[k].0).unwrap() = due;
+                live[k].1 = due;
+            }
+            _ => {}
+        }
+        swept += usize::from(all_records(&w) + 1 < before);
+        if i % 97 == 0 {
+            w.check();
+        }
+    }
+    w.check();
+    assert!(
+        swept > 10,
+        "compaction ran {swept} times: the test did not exercise it"
+    );
+    let mut fired = Vec::new();
+    while let Some(t) = w.next_expiration() {
+        w.advance(t, |d| {
+            assert!(d <= t, "{d} fired at {t}");
+            fired.push(d);
+        });
+        w.check();
+    }
+    let mut want: Vec<u64> = live.iter().map(|&(_, d)| d).collect();
+    want.sort_unstable();
+    assert_eq!(
+        fired, want,
+        "every live entry fires once, in deadline order"
+    );
 }
 
 #[test]
@@ -140,7 +201,7 @@ fn a_cancelled_burst_gives_its_bucket_memory_back() {
         .levels
         .iter()
         .flat_map(|l| l.iter())
-        .map(Vec::capacity)
+        .map(|b| b.recs.capacity())
         .sum();
     assert!(
         capacity <= RETAINED_CAPACITY,
@@ -150,4 +211,13 @@ fn a_cancelled_burst_gives_its_bucket_memory_back() {
     let mut fired = Vec::new();
     w.advance(1_000_010, |i| fired.push(i));
     assert_eq!(fired, [99_999]);
+}
+
+/// Records in all buckets, live and stale.
+fn all_records<T>(w: &TimingWheel<T>) -> usize {
+    w.levels
+        .iter()
+        .flat_map(|l| l.iter())
+        .map(|b| b.recs.len())
+        .sum()
 }
