@@ -118,6 +118,7 @@ impl<T> TimingWheel<T> {
 
     /// `forget` for the overdue list: the record goes at once, the last one moving into its place.
     #[cold]
+    #[inline(never)]
     fn forget_overdue(&mut self, pos: u32) {
         let i = pos as usize;
         self.overdue.swap_remove(i);

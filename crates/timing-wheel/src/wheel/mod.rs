@@ -323,12 +323,10 @@ impl<T> TimingWheel<T> {
     /// once, not when its bucket comes round.
     #[inline]
     pub fn cancel(&mut self, id: TimerId) -> Option<T> {
-        let entry = self.slab.get(id.slot, id.generation)?;
-        let (loc, pos) = (self.locate(entry.due()), entry.pos());
-        let item = self.slab.remove(id.slot);
+        let (item, due, pos) = self.slab.take(id.slot, id.generation)?;
         self.len -= 1;
         // After the removal: a compaction `forget` may start must see the entry vacant.
-        self.forget(loc, pos);
+        self.forget(self.locate(due), pos);
         Some(item)
     }
 
