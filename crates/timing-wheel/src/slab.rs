@@ -15,12 +15,13 @@
 //! | `item`  | `Some(item)`                           | `None`                            |
 //! | `key`   | the due tick of the entry              | index of the next vacant entry    |
 //! | `generation` | generation handed out in its `TimerId` | generation the next occupant gets |
-//! | `pos`   | index of the entry's one record in the list that holds it (set by the wheel) | unused |
+//! | `pos`   | index of the entry's live record in the list that holds it (set by the wheel) | unused |
 //!
 //! `generation` changes only when an entry is vacated, so a `TimerId` stays valid across
 //! reschedules and goes stale for ever once its entry is gone (modulo `u32` wrap-around of one
-//! slot's reuses). `pos` lets the wheel take an entry's record out of its bucket in O(1), by
-//! moving the bucket's last record into the hole.
+//! slot's reuses). `pos` lets the wheel tell an entry's live record from stale ones its slot left
+//! in buckets (a record is live only at the index `pos` names) and take a record out of the
+//! overdue list in O(1).
 
 #![allow(unsafe_code)]
 

@@ -1,5 +1,5 @@
-//! Where entries live: locating an entry's bucket, placing its record there, and taking the record
-//! out again.
+//! Where entries live: locating an entry's bucket, placing its record there, and letting go of it
+//! (counting it stale, compacting, emptying a bucket).
 
 use std::cmp::Reverse;
 
@@ -90,12 +90,13 @@ impl<T> TimingWheel<T> {
     }
 
     /// Lets go of the record at index `pos` of location `loc`, whose entry has left it (vacated,
-    /// or moved elsewhere with its `pos`). The overdue list, always short, takes it out at once by
-    /// moving its last record into the hole. A bucket takes it out at once only if it is the last
-    /// record; otherwise it counts it stale ([`Bucket`]), empties itself if no live record is
-    /// left (leaving the bitmap or the queue), and is compacted once its stale records outnumber
-    /// the live ones. O(1) amortized: a compaction sweeps at most twice as many records as the
-    /// cancels that called for it.
+    /// or moved elsewhere with its `pos`). The overdue list takes it out at once by moving its
+    /// last record into the hole. A bucket takes it out at once only if it is the last record;
+    /// otherwise it counts it stale ([`Bucket`]). Then a bucket left with no live record is
+    /// emptied (leaving the bitmap or the queue), one whose stale records outnumber the live
+    /// ones (and reach `COMPACT_MIN`) is compacted, and one whose capacity a burst had grown
+    /// past four times its records gives most of it back. O(1) amortized: a compaction sweeps at
+    /// most twice as many records as the cancels and reschedules that called for it.
     #[inline]
     pub(super) fn forget(&mut self, loc: u32, pos: u32) {
         if loc == OVERDUE {
@@ -111,12 +112,15 @@ impl<T> TimingWheel<T> {
         }
         if bucket.live() == 0
             || (bucket.stale >= COMPACT_MIN && bucket.stale as usize > bucket.live())
+            || oversized(&bucket.recs)
         {
             self.tidy(loc);
         }
     }
 
     /// `forget` for the overdue list: the record goes at once, the last one moving into its place.
+    /// Out of line: the overdue list holds only entries rescheduled into the past and those a
+    /// panicking callback left behind, so cancels rarely come here.
     #[cold]
     #[inline(never)]
     fn forget_overdue(&mut self, pos: u32) {
@@ -129,7 +133,7 @@ impl<T> TimingWheel<T> {
 
     /// `forget`'s rare half, out of line so a cancel stays short (the CPU overlaps the cache
     /// misses of consecutive cancels only as far as it can run ahead): empties bucket `id` if no
-    /// live record is left in it, else compacts it.
+    /// live record is left in it, else drops its stale records; then shrinks an oversized buffer.
     #[cold]
     #[inline(never)]
     fn tidy(&mut self, id: u32) {
@@ -144,10 +148,10 @@ impl<T> TimingWheel<T> {
             } else {
                 self.queue.remove(&id);
             }
-        } else {
+        } else if bucket.stale > 0 {
             self.retain_live(id, &mut recs);
         }
-        if recs.capacity() > RETAINED_CAPACITY && recs.capacity() > 4 * recs.len() {
+        if oversized(&recs) {
             recs.shrink_to(2 * recs.len());
         }
         let bucket = &mut self.levels[level][bucket_slot];
@@ -184,4 +188,10 @@ impl<T> TimingWheel<T> {
             (id & ((1 << self.bits) - 1)) as usize,
         )
     }
+}
+
+/// A bucket buffer a burst grew: past `RETAINED_CAPACITY` and four times its records.
+#[inline]
+fn oversized(recs: &Vec<u32>) -> bool {
+    recs.capacity() > RETAINED_CAPACITY && recs.capacity() > 4 * recs.len()
 }

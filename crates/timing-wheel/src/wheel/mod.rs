@@ -55,7 +55,7 @@
 //! | what | rule |
 //! |------|------|
 //! | location | an occupied entry's location is `locate(entry.due)` for the current clock `cur`: the overdue list if `due <= cur`, else bucket `level_for(cur, due)` |
-//! | records | each occupied entry has exactly one live record, naming its slot, in its location at index `entry.pos`; the overdue list holds nothing else; a bucket may also hold stale records (any record its slot's entry does not point back at), `stale` of them, with `stale < COMPACT_MIN` or `stale <= live` |
+//! | records | each occupied entry has exactly one live record, naming its slot, in its location at index `entry.pos`; the overdue list holds nothing else; a bucket may also hold stale records (any other: its slot's entry is vacant, located elsewhere, or at another index), `stale` of them, with `stale < COMPACT_MIN` or `stale <= live` |
 //! | queue | a bucket above level 1 is in the queue iff it holds a record, keyed by its first tick; every bucket in the queue holds a live record and starts after `cur` (a bucket left with only stale records is emptied) |
 //! | occupancy | a level-0 or level-1 bucket's bit is set iff it holds a record; every such bucket starts after `cur`, within `cur`'s bucket of the level above (its digit is past the clock's) |
 //! | order | outside `advance`, every level-`k` bucket expires before every level-`k+1` one |
@@ -84,7 +84,8 @@ use crate::time::{due_tick, reached_tick, tick_to_time};
 pub const MAX_WHEEL_SIZE: usize = 1 << 16;
 
 /// A bucket keeps at most this many record slots of capacity across rounds; larger buffers are
-/// given back to the allocator when the bucket is flushed, so a burst does not pin memory.
+/// given back to the allocator when the bucket is flushed, and shrunk when cancels leave one past
+/// four times its records, so a burst does not pin memory.
 const RETAINED_CAPACITY: usize = 512;
 
 /// How many records ahead a bucket flush asks the CPU to load slab entries: enough to cover a
@@ -133,7 +134,7 @@ impl TimerId {
 /// cache misses on top of the entry's own, 70% of a purgatory workload's time (W2). It counts the
 /// record stale instead; a bucket whose stale records outnumber its live ones (and at least
 /// `COMPACT_MIN` of them) is compacted in one prefetched sweep, and one whose live count falls to
-/// zero is emptied at once. So a bucket holds at most `max(live, COMPACT_MIN)` stale records, and
+/// zero is emptied at once. So a bucket holds at most `max(live, COMPACT_MIN - 1)` stale records, and
 /// a stale record costs only memory until then: a record is live exactly when the entry in its
 /// slot says its record is here (occupied, located in this bucket, `pos` = the record's index).
 #[derive(Debug, Default)]
