@@ -28,8 +28,6 @@
 
 use std::sync::Arc;
 
-use tickwheel_reaper::duration_to_ns;
-
 use crate::core::Core;
 use crate::error::AddError;
 use crate::handle::TimerHandle;
@@ -184,8 +182,7 @@ fn file_now(shard: &Shard, core: &Arc<Core>, i: u32, generation: u32, plan: Plan
 fn plan(shard: &Shard, core: &Core, when: &When) -> Plan {
     let clock = core.clock.as_ref();
     match *when {
-        When::After(d) => {
-            let delay = duration_to_ns(d);
+        When::After(delay) => {
             if delay >= core.short_ns && !core.exact {
                 Plan::Unstamped {
                     delay,

@@ -32,7 +32,11 @@ pub enum MisfirePolicy {
 /// When a task is due.
 #[derive(Clone, Debug)]
 pub(crate) enum When {
-    After(Duration),
+    /// This many nanoseconds after the add (saturated: the timer's clock ends there anyway). In
+    /// nanoseconds, not a `Duration`: the add path moves a `Task` by value, and a `Duration`'s
+    /// 4-byte `nanos`, stored when the task is made and read back 8 bytes at a time by that move,
+    /// stalled the load for about 12% of an add (a failed store-to-load forward, W6).
+    After(u64),
     At(Instant),
     /// At this reading of the timer's clock (the futures, which keep their deadline exactly).
     Clock(u64),
@@ -161,7 +165,7 @@ pub struct Task {
 impl Task {
     /// Runs `f` once, `delay` after it is added. A huge delay saturates to the far future.
     pub fn after<A>(delay: Duration, f: impl OnceBody<A>) -> Task {
-        Task::once(When::After(delay), f)
+        Task::once(When::After(duration_to_ns(delay)), f)
     }
 
     /// Runs `f` once at `deadline`; a deadline already passed runs at once.
@@ -210,7 +214,7 @@ impl Task {
 
     fn repeat<A>(period: Duration, cadence: Cadence, f: impl RepeatBody<A>) -> Task {
         Task {
-            when: When::After(period),
+            when: When::After(duration_to_ns(period)),
             work: Work::Every(Box::new(Repeat {
                 f: SyncWrapper::new(f.into_repeat()),
                 period: duration_to_ns(period),
@@ -225,7 +229,7 @@ impl Task {
 
     /// The first run `delay` after the add (for a one-shot task: its only run).
     pub fn starting_after(mut self, delay: Duration) -> Task {
-        self.when = When::After(delay);
+        self.when = When::After(duration_to_ns(delay));
         self
     }
 
@@ -309,9 +313,20 @@ impl Task {
     /// on the timer's clock (zero if it was due). Store this (as a wall-clock deadline:
     /// `SystemTime::now() + remaining`) to persist the task across a restart: an `Instant`
     /// means nothing in another process. `None` for a task made with [`at`](Self::at).
+    ///
+    /// A delay is kept in nanoseconds, as the timer's clock counts: one over `u64::MAX` ns
+    /// (about 584 years) reads back as that, the far future the timer saturates it to anyway.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tickwheel::Task;
+    ///
+    /// assert_eq!(Task::after(Duration::from_millis(1500), || {}).remaining(), Some(Duration::from_millis(1500)));
+    /// assert_eq!(Task::after(Duration::MAX, || {}).remaining(), Some(Duration::from_nanos(u64::MAX)));
+    /// ```
     pub fn remaining(&self) -> Option<Duration> {
         match self.when {
-            When::After(d) => Some(d),
+            When::After(ns) => Some(Duration::from_nanos(ns)),
             When::Returned(ref r) => Some(r.1),
             When::At(_) | When::Clock(_) => None,
         }
