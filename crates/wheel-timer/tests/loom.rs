@@ -2,10 +2,10 @@
 //! bound) of the races that decide a task's fate. Built only with `--cfg loom`:
 //!
 //! ```sh
-//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p tickwheel --test loom
+//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release -p tickwheel --test loom
 //! ```
 //!
-//! (`just loom-bounded`; `just loom` for 3 preemptions). Under `cfg(loom)` the timer's and the tick
+//! (what CI runs, `just loom-bounded`; `just loom` for 4 preemptions). Under `cfg(loom)` the timer's and the tick
 //! thread's locks, condition variables, atomics, cells, thread-locals and threads are loom's (each
 //! crate's private `loom` module), so this is the real code: a real `Timer` with its tick thread,
 //! tasks run by the inline executor on the tick thread (or on the adding thread when due at once).
