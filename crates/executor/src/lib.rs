@@ -170,7 +170,10 @@ impl Executor for RayonExecutor {
     fn execute(&self, job: Job) {
         self.outstanding.count.fetch_add(1, Ordering::SeqCst);
         let finished = Finished(self.outstanding.clone());
-        self.pool.spawn(move || {
+        // FIFO: a job handed over from one of the pool's own threads (a timer hands a chunk of
+        // due tasks to one thread, which hands each on) goes on that thread's own queue, and
+        // `spawn` would run the last one handed over first.
+        self.pool.spawn_fifo(move || {
             let _finished = finished;
             job();
         });

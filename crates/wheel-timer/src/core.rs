@@ -16,7 +16,7 @@ use crate::loom::{Condvar, Mutex};
 use crate::panic::Panics;
 use crate::registry::{self, ShardRef};
 use crate::route::{Pool, Routes};
-use crate::shard::{Fire, Returned, Shard};
+use crate::shard::{Fire, Returned, Shard, WAKE_HERE};
 use crate::slot::OwnerToken;
 use crate::stats::Histogram;
 
@@ -170,26 +170,36 @@ impl Core {
     /// stays due and `shutdown` hands it back.
     pub(crate) fn dispatch(self: &Arc<Self>, due: Due<Fire>) {
         let fire = due.item;
-        let slots = &crate::registry::shard(fire.shard).slots;
-        if slots.get(fire.slot).word().has(crate::word::WAKE) {
+        if fire.route == WAKE_HERE {
             // Waking a future is a few atomic operations: done here, without a hop through the
-            // pool. (A stale word only sends a job that finds nothing to the executor.)
+            // pool.
             return crate::job::run(self, fire, Pool::Main);
         }
-        // The task's class and executor (see `route.rs`).
-        let route = slots.route(fire.slot).load(Relaxed);
-        let (executor, pool) = self.routes.pick(route, || self.clock.now(), &self.executor);
+        // The task's class and executor (see `route.rs`), as read when it was found due.
+        let (executor, pool) = self
+            .routes
+            .pick(fire.route, || self.clock.now(), &self.executor);
         self.send(fire, executor, pool);
     }
 
     /// Hands the job of `fire` to `executor` (which is `pool`).
     pub(crate) fn send(self: &Arc<Self>, fire: Fire, executor: &Arc<dyn Executor>, pool: Pool) {
         let _span = crate::trace::handoff(fire.shard, fire.slot, pool);
-        // Counted until the job is dropped, whether it ran or an executor discarded it.
-        let job = Queued::new(self);
-        let _ = crate::panic::catch(|| {
-            executor.execute(Box::new(move || crate::job::run(&job.0, fire, pool)))
-        });
+        self.send_job(executor, 1, move |core| crate::job::run(core, fire, pool));
+    }
+
+    /// Hands `job`, which runs or hands on `tasks` tasks, to `executor`. They count in the
+    /// backlog (`max_pending`, `wait_idle`) until the job is dropped, whether it ran or the
+    /// executor discarded it. An executor that panics loses nothing: the tasks the job would have
+    /// run stay due, and `shutdown` hands them back.
+    pub(crate) fn send_job(
+        self: &Arc<Self>,
+        executor: &Arc<dyn Executor>,
+        tasks: u64,
+        job: impl FnOnce(&Arc<Core>) + Send + 'static,
+    ) {
+        let queued = Queued::new(self, tasks);
+        let _ = crate::panic::catch(|| executor.execute(Box::new(move || job(&queued.0))));
     }
 
     /// The context of a run due at clock time `scheduled`, started `late` ns after it.
@@ -237,19 +247,19 @@ pub(crate) struct Running {
 }
 
 /// A job on its way through the executor (see [`Running::wait_idle`]).
-struct Queued(Arc<Core>);
+struct Queued(Arc<Core>, u64);
 
 impl Queued {
-    fn new(core: &Arc<Core>) -> Self {
-        core.running.queued.fetch_add(1, SeqCst);
-        Queued(core.clone())
+    fn new(core: &Arc<Core>, tasks: u64) -> Self {
+        core.running.queued.fetch_add(tasks, SeqCst);
+        Queued(core.clone(), tasks)
     }
 }
 
 impl Drop for Queued {
     fn drop(&mut self) {
         let running = &self.0.running;
-        running.queued.fetch_sub(1, SeqCst);
+        running.queued.fetch_sub(self.1, SeqCst);
         // Dekker with `wait_idle`: it counts itself in, then reads `queued`; this counts the job
         // out, then reads the waiters. One of the two sees the other.
         if running.idle_waiters.load(SeqCst) > 0 {
@@ -293,7 +303,8 @@ impl Running {
         }
     }
 
-    /// Jobs handed to an executor and not yet done (the backlog `max_pending` also bounds).
+    /// Tasks handed to an executor whose jobs are not yet done (the backlog `max_pending` also
+    /// bounds).
     pub(crate) fn backlog(&self) -> u64 {
         self.queued.load(Relaxed)
     }

@@ -16,7 +16,7 @@ use crate::core::Core;
 use crate::loom::atomic::Ordering::*;
 use crate::registry;
 use crate::route::{DEFAULT_ROUTE, Pool, SELF_CLASS, SELF_ISOLATED};
-use crate::shard::{Fire, Rearm, Returned, Shard};
+use crate::shard::{Fire, Rearm, Returned, Shard, WAKE_HERE};
 use crate::slot::Run;
 use crate::task::{Cadence, MisfirePolicy, Repeat, Work};
 use crate::word::{CANCELLED, DONE, RETURNED, STOP, VACANT, Word};
@@ -34,7 +34,7 @@ pub(crate) fn run(core: &Arc<Core>, fire: Fire, pool: Pool) {
     let s = shard.slots.get(fire.slot);
     let isolating = core.routes.isolation.is_some();
     let route = if isolating {
-        shard.slots.route(fire.slot).load(Relaxed)
+        route_of(fire)
     } else {
         DEFAULT_ROUTE
     };
@@ -111,6 +111,17 @@ fn finish(shard: &Shard, fire: Fire, run: Run<'_>, state: u64) -> Word {
     old
 }
 
+/// The route word of the task of `fire`, as read when it was found due: once the task is added,
+/// only the job of a repeating task writes it, and that job has ended before the task can be
+/// found due again. (A future's wake-up is routed nowhere.)
+fn route_of(fire: Fire) -> u32 {
+    if fire.route == WAKE_HERE {
+        DEFAULT_ROUTE
+    } else {
+        fire.route
+    }
+}
+
 /// Records a run of the task of `fire` on `pool`, from clock time `started` to `end`: in the
 /// pool's run times, and in its class's record of slow runs (`own`: a repeating task's own
 /// class), which may isolate the class or let it return (see `route.rs`).
@@ -123,7 +134,7 @@ fn record_run(core: &Core, fire: Fire, pool: Pool, started: u64, end: u64, own: 
     let isolations = &core.routes.isolations;
     let shard = registry::shard(fire.shard);
     let side = shard.slots.route(fire.slot);
-    let word = side.load(Relaxed);
+    let word = route_of(fire);
     match own {
         Some(class) if word & SELF_CLASS != 0 => {
             let isolated = class.record("(a repeating task's own)", &iso, ran, end, isolations);

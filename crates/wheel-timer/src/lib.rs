@@ -52,6 +52,7 @@ mod core;
 mod error;
 mod future;
 mod handle;
+mod handout;
 mod job;
 mod lifecycle;
 mod local;

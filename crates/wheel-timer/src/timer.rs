@@ -70,11 +70,7 @@ impl Timer {
                 batch.clear();
                 return;
             };
-            let now = core.clock.now();
-            for due in batch.drain(..) {
-                core.handoff.record(now.saturating_sub(due.deadline));
-                core.dispatch(due);
-            }
+            core.hand_out(batch);
         })?;
         Ok(Timer { core })
     }

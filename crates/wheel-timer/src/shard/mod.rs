@@ -45,7 +45,7 @@ use crate::slot::{OwnerToken, Run};
 use crate::slots::Slots;
 use crate::task::Work;
 use crate::word::{
-    CANCELLED, DUE, PERIODIC, QUEUED, RETURNED, RUNNING, STAMPED, STOP, WAITING, Word,
+    CANCELLED, DUE, PERIODIC, QUEUED, RETURNED, RUNNING, STAMPED, STOP, WAITING, WAKE, Word,
 };
 
 /// A task found due: what its job needs to find and run it.
@@ -54,9 +54,17 @@ pub(crate) struct Fire {
     pub(crate) shard: u32,
     pub(crate) slot: u32,
     pub(crate) generation: u32,
+    /// Where it runs: its route word (see `route.rs`), or [`WAKE_HERE`] for a future's wake-up.
+    /// Read when the task is found due, while its slot is in the cache: the tick thread then
+    /// hands it out without touching the slot again (see `Core::dispatch`).
+    pub(crate) route: u32,
     /// The instant the user meant, clock ns: lateness is measured from it.
     pub(crate) meant: u64,
 }
+
+/// [`Fire::route`] of a future's wake-up, done where it is handed out (never a route word: those
+/// with `SELF_CLASS` set have no id bits).
+pub(crate) const WAKE_HERE: u32 = u32::MAX;
 
 /// A task handed back by shutdown: its deadline (clock ns) and its closure.
 pub(crate) struct Returned {

@@ -1,0 +1,89 @@
+//! The tick thread's hand-out: what a round found due goes to the executors in chunks.
+//!
+//! Handing each task to its executor from the tick thread cost that one thread, per task, a box
+//! for the job, the executor's own bookkeeping (rayon: another box, a push on its global queue,
+//! shared counters), and the counters `wait_idle` reads: atomics the pool threads write too, and
+//! boxes they free, so every hand-off moved cache lines and malloc arenas between threads. With
+//! millions of tasks pending (W10: 6M due over 10 s, added from two threads while the pool runs
+//! them) the tick thread spent most of its time there and fell behind its own clock: tasks ran
+//! more than a second late, all of them by about as much.
+//!
+//! So a round's tasks for one executor go in chunks of up to [`CHUNK`]: one job per chunk, which
+//! on the executor's thread hands each task on as its own job (so tasks still run side by side
+//! and a slow one holds up no other). The per-task work moves to the pool's threads, several of
+//! them, off the one thread everything waits for. A chunk of one task is sent as it is. A wake-up
+//! of a future is done on the tick thread, as before, after the chunk before it was sent, so
+//! tasks are still handed out earlier deadline first. A chunk's job that an executor drops
+//! unrun loses nothing: its tasks stay due, and `shutdown` hands them back.
+
+use std::sync::Arc;
+
+use tickwheel_executor::Executor;
+use tickwheel_reaper::Due;
+
+use crate::core::Core;
+use crate::route::Pool;
+use crate::shard::{Fire, WAKE_HERE};
+
+/// Tasks handed to one executor in one job, at most.
+pub(crate) const CHUNK: usize = 64;
+
+/// Tasks bound for one executor, not yet sent.
+#[derive(Default)]
+struct Chunk {
+    to: Option<(Arc<dyn Executor>, Pool)>,
+    fires: Vec<Fire>,
+}
+
+impl Core {
+    /// Hands out a round's due tasks in the order given (earlier deadlines first): futures woken
+    /// here, the others to their executors in chunks (see the module docs). Leaves `batch` empty.
+    pub(crate) fn hand_out(self: &Arc<Self>, batch: &mut Vec<Due<Fire>>) {
+        let now = self.clock.now();
+        let mut chunk = Chunk::default();
+        for due in batch.drain(..) {
+            self.handoff.record(now.saturating_sub(due.deadline));
+            let fire = due.item;
+            if fire.route == WAKE_HERE {
+                self.flush(&mut chunk);
+                crate::job::run(self, fire, Pool::Main);
+                continue;
+            }
+            let (executor, pool) =
+                self.routes
+                    .pick(fire.route, || self.clock.now(), &self.executor);
+            let same = matches!(&chunk.to, Some((e, p)) if *p == pool && Arc::ptr_eq(e, executor));
+            if !same {
+                self.flush(&mut chunk);
+                chunk.to = Some((executor.clone(), pool));
+            }
+            chunk.fires.push(fire);
+            if chunk.fires.len() == CHUNK {
+                self.flush(&mut chunk);
+            }
+        }
+        self.flush(&mut chunk);
+    }
+
+    /// Sends the tasks of `chunk`: one as it is, several in one job that hands each on.
+    fn flush(self: &Arc<Self>, chunk: &mut Chunk) {
+        let Some((executor, pool)) = chunk.to.take() else {
+            return;
+        };
+        if chunk.fires.len() <= 1 {
+            if let Some(fire) = chunk.fires.pop() {
+                self.send(fire, &executor, pool);
+            }
+            return;
+        }
+        let fires = std::mem::take(&mut chunk.fires);
+        let to = executor.clone();
+        // Each task counts in the backlog from here: its own job's count is taken before the
+        // chunk's is given back.
+        self.send_job(&executor, fires.len() as u64, move |core| {
+            for fire in fires {
+                core.send(fire, &to, pool);
+            }
+        });
+    }
+}

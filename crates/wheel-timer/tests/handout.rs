@@ -1,0 +1,118 @@
+//! The tick thread's hand-out in chunks: a round that finds many tasks due sends them to the
+//! executor as a few jobs, each of which hands its tasks on as jobs of their own. Nothing about a
+//! task's fate changes: it runs once, in deadline order, counts in the backlog `max_pending`
+//! bounds from the moment it leaves the wheel, and comes back from shutdown if the executor drops
+//! its job. On the manual clock, with an executor that keeps its jobs until the test runs them.
+
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tickwheel::{AddError, Executor, Job, ManualClock, Task, Timer};
+
+const MS: Duration = Duration::from_millis(1);
+
+/// Keeps every job until [`Held::run_all`].
+#[derive(Default)]
+struct Held(Mutex<Vec<Job>>);
+
+impl Executor for Held {
+    fn execute(&self, job: Job) {
+        self.0.lock().unwrap().push(job);
+    }
+}
+
+impl Held {
+    fn len(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    /// Runs the jobs held, oldest first, and the jobs those hand over, until none is left.
+    fn run_all(&self) {
+        loop {
+            let jobs = std::mem::take(&mut *self.0.lock().unwrap());
+            if jobs.is_empty() {
+                return;
+            }
+            jobs.into_iter().for_each(|job| job());
+        }
+    }
+}
+
+fn timer_on(held: &Arc<Held>, clock: &ManualClock, max_pending: Option<usize>) -> Timer {
+    let builder = Timer::builder().clock(clock.clone()).executor(held.clone());
+    match max_pending {
+        Some(max) => builder.max_pending(max),
+        None => builder,
+    }
+    .build()
+    .unwrap()
+}
+
+#[test]
+fn many_tasks_due_in_one_round_go_out_in_a_few_jobs_and_run_once_each_in_deadline_order() {
+    let (clock, held) = (ManualClock::new(), Arc::new(Held::default()));
+    let timer = timer_on(&held, &clock, None);
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let n = 200;
+    for k in (1..=n).rev() {
+        let order = order.clone();
+        timer
+            .add_or_submit(Task::after(k * MS, move || order.lock().unwrap().push(k)))
+            .unwrap();
+    }
+    clock.advance(n * MS); // one round finds all of them due
+    let jobs = held.len();
+    assert!(
+        (1..=4).contains(&jobs),
+        "{jobs} jobs for {n} tasks: chunks of up to 64"
+    );
+    assert_eq!(timer.pending(), 0);
+    held.run_all();
+    let order = order.lock().unwrap().clone();
+    assert_eq!(order, (1..=n).collect::<Vec<_>>(), "once each, by deadline");
+    assert_eq!(timer.stats().fired, n as u64);
+}
+
+#[test]
+fn every_task_of_a_stalled_chunk_counts_against_max_pending() {
+    let (clock, held) = (ManualClock::new(), Arc::new(Held::default()));
+    let timer = timer_on(&held, &clock, Some(10));
+    let ran = Arc::new(AtomicUsize::new(0));
+    for k in 1..=10 {
+        let ran = ran.clone();
+        timer
+            .add_or_submit(Task::after(k * MS, move || {
+                ran.fetch_add(1, SeqCst);
+            }))
+            .unwrap();
+    }
+    clock.advance(10 * MS);
+    assert_eq!((timer.pending(), held.len()), (0, 1), "one chunk, stalled");
+    let refused = timer.add_or_submit(Task::after(MS, || {}));
+    assert!(matches!(refused, Err(AddError::Full(_))), "{refused:?}");
+    held.run_all();
+    assert_eq!(ran.load(SeqCst), 10);
+    timer.add_or_submit(Task::after(MS, || {})).unwrap(); // room again
+}
+
+#[test]
+fn a_chunk_the_executor_drops_hands_every_task_back_from_shutdown() {
+    struct Drops;
+    impl Executor for Drops {
+        fn execute(&self, _job: Job) {}
+    }
+    let clock = ManualClock::new();
+    let timer = Timer::builder()
+        .clock(clock.clone())
+        .executor(Arc::new(Drops))
+        .build()
+        .unwrap();
+    for k in 1..=100 {
+        timer.add_or_submit(Task::after(k * MS, || {})).unwrap();
+    }
+    clock.advance(100 * MS);
+    let back = timer.shutdown();
+    assert_eq!(back.len(), 100);
+    assert_eq!(timer.stats().fired, 0);
+}
