@@ -77,9 +77,10 @@ fn many_tasks_due_in_one_round_go_out_in_a_few_jobs_and_run_once_each_in_deadlin
 #[test]
 fn every_task_of_a_stalled_chunk_counts_against_max_pending() {
     let (clock, held) = (ManualClock::new(), Arc::new(Held::default()));
-    let timer = timer_on(&held, &clock, Some(10));
+    let n = 100; // more than a chunk: fewer are sent one by one
+    let timer = timer_on(&held, &clock, Some(n));
     let ran = Arc::new(AtomicUsize::new(0));
-    for k in 1..=10 {
+    for k in 1..=n as u32 {
         let ran = ran.clone();
         timer
             .add_or_submit(Task::after(k * MS, move || {
@@ -87,12 +88,12 @@ fn every_task_of_a_stalled_chunk_counts_against_max_pending() {
             }))
             .unwrap();
     }
-    clock.advance(10 * MS);
-    assert_eq!((timer.pending(), held.len()), (0, 1), "one chunk, stalled");
+    clock.advance(n as u32 * MS);
+    assert_eq!((timer.pending(), held.len()), (0, 2), "two chunks, stalled");
     let refused = timer.add_or_submit(Task::after(MS, || {}));
     assert!(matches!(refused, Err(AddError::Full(_))), "{refused:?}");
     held.run_all();
-    assert_eq!(ran.load(SeqCst), 10);
+    assert_eq!(ran.load(SeqCst), n);
     timer.add_or_submit(Task::after(MS, || {})).unwrap(); // room again
 }
 
@@ -115,4 +116,17 @@ fn a_chunk_the_executor_drops_hands_every_task_back_from_shutdown() {
     let back = timer.shutdown();
     assert_eq!(back.len(), 100);
     assert_eq!(timer.stats().fired, 0);
+}
+
+#[test]
+fn a_small_round_sends_each_task_as_it_is() {
+    let (clock, held) = (ManualClock::new(), Arc::new(Held::default()));
+    let timer = timer_on(&held, &clock, None);
+    for k in 1..=64 {
+        timer.add_or_submit(Task::after(k * MS, || {})).unwrap();
+    }
+    clock.advance(64 * MS);
+    assert_eq!(held.len(), 64, "one job per task: no second hop");
+    held.run_all();
+    assert_eq!(timer.stats().fired, 64);
 }
