@@ -25,6 +25,7 @@ use tickwheel_executor::Executor;
 use tickwheel_reaper::Due;
 
 use crate::core::Core;
+use crate::registry;
 use crate::route::Pool;
 use crate::shard::{Fire, WAKE_HERE};
 
@@ -85,6 +86,11 @@ impl Core {
         // Each task counts in the backlog from here: its own job's count is taken before the
         // chunk's is given back.
         self.send_job(&executor, fires.len() as u64, move |core| {
+            // The tasks' jobs will most likely run on this thread, which has not seen their
+            // slots: fetch them while it hands the jobs on.
+            for fire in &fires {
+                crate::prefetch::line(registry::shard(fire.shard).slots.get(fire.slot));
+            }
             for fire in fires {
                 core.send(fire, &to, pool);
             }
