@@ -28,7 +28,8 @@ impl<T> TimingWheel<T> {
     /// gets it: a caller whose `f` touches memory of its own per item (a task's slot, found
     /// from the item) starts fetching it there, so the misses of consecutive items overlap
     /// instead of each stalling `f` in turn. `prefetch` should only hint (it may not see every
-    /// item, and items it saw may not come out of this advance if `f` panics).
+    /// item, and items it saw may not come out of this advance if `f` panics). A panic in
+    /// `prefetch` is treated as one in `f`: nothing is lost.
     ///
     /// ```
     /// use tickwheel_wheel::TimingWheel;
@@ -153,20 +154,22 @@ impl<T> TimingWheel<T> {
         }
     }
 
-    /// Hands out `self.due` in order. If `f` panics, the rest go back into the wheel.
+    /// Hands out `self.due` in order. If `f` or `prefetch` panics, the items not handed out yet
+    /// go back into the wheel: each call is made while they are all still in the guard.
     pub(super) fn emit(&mut self, prefetch: &mut impl FnMut(&T), f: &mut impl FnMut(T)) {
         let mut due = mem::take(&mut self.due);
-        for d in due.iter().take(PREFETCH_AHEAD) {
-            prefetch(&d.item);
-        }
         let mut guard = EmitGuard {
             wheel: self,
             rest: due.drain(..),
         };
-        while let Some(d) = guard.rest.next() {
-            if let Some(ahead) = guard.rest.as_slice().get(PREFETCH_AHEAD - 1) {
+        for d in guard.rest.as_slice().iter().take(PREFETCH_AHEAD) {
+            prefetch(&d.item);
+        }
+        loop {
+            if let Some(ahead) = guard.rest.as_slice().get(PREFETCH_AHEAD) {
                 prefetch(&ahead.item);
             }
+            let Some(d) = guard.rest.next() else { break };
             f(d.item);
         }
         drop(guard);

@@ -87,6 +87,43 @@ fn a_panicking_callback_loses_nothing() {
     w.check();
 }
 
+/// A prefetch hint that panics is a panicking advance like any other: every due item comes out
+/// once, in order, whether the hint failed before the first item (while the first hints are
+/// given) or between items (adversarial review of `advance_prefetching`: both lost items).
+#[test]
+fn a_panicking_prefetch_hint_loses_nothing() {
+    for bad in [0u64, 30] {
+        let mut w = TimingWheel::new(1, 64, 0).unwrap();
+        for i in 0..40u64 {
+            w.insert(5 + i % 3, i).unwrap();
+        }
+        let mut seen = Vec::new();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            w.advance_prefetching(
+                10,
+                |&i| assert_ne!(i, bad, "a hint that fails"),
+                |i| seen.push(i),
+            )
+        }));
+        assert!(r.is_err(), "the hint for item {bad} panicked");
+        w.check();
+        w.advance(10, |i| seen.push(i));
+        let mut sorted = seen.clone();
+        sorted.sort_unstable();
+        assert_eq!(
+            sorted,
+            (0..40).collect::<Vec<_>>(),
+            "each item once (hint failing at {bad})"
+        );
+        let due = |i: &u64| 5 + i % 3;
+        assert!(
+            seen.windows(2).all(|p| due(&p[0]) <= due(&p[1])),
+            "in order: {seen:?}"
+        );
+        w.check();
+    }
+}
+
 /// Issue 9, item 7: after a panicking callback, an item rescheduled to the interrupted
 /// advance's clock comes out after the items due earlier that the panic held back.
 #[test]
