@@ -36,6 +36,12 @@ pub type Job = Box<dyn FnOnce() + Send + 'static>;
 /// (like [`InlineExecutor`]): the caller is a timer's tick thread. An executor may drop a job
 /// without running it (a pool shutting down); a timer notices and hands the task back from its
 /// `shutdown`.
+///
+/// `execute` is also called from inside the executor's own jobs: a timer that finds many tasks
+/// due at once sends them as a few jobs, each of which hands its tasks on to the same executor.
+/// So `execute` must not wait for a job of its own to finish (a bounded queue that blocks when
+/// full would deadlock), and jobs should run in about the order they were given (FIFO), or a
+/// round's tasks run latest first.
 pub trait Executor: Send + Sync + 'static {
     /// Runs `job` some time soon, on some thread.
     fn execute(&self, job: Job);

@@ -185,21 +185,24 @@ impl Core {
     /// Hands the job of `fire` to `executor` (which is `pool`).
     pub(crate) fn send(self: &Arc<Self>, fire: Fire, executor: &Arc<dyn Executor>, pool: Pool) {
         let _span = crate::trace::handoff(fire.shard, fire.slot, pool);
-        self.send_job(executor, 1, move |core| crate::job::run(core, fire, pool));
+        self.send_job(executor, 1, move |queued| {
+            crate::job::run(queued.core(), fire, pool)
+        });
     }
 
     /// Hands `job`, which runs or hands on `tasks` tasks, to `executor`. They count in the
     /// backlog (`max_pending`, `wait_idle`) until the job is dropped, whether it ran or the
-    /// executor discarded it. An executor that panics loses nothing: the tasks the job would have
-    /// run stay due, and `shutdown` hands them back.
+    /// executor discarded it, or until the job gives them back one by one as it hands them on
+    /// ([`Queued::hand_on_one`]). An executor that panics loses nothing: the tasks the job would
+    /// have run stay due, and `shutdown` hands them back.
     pub(crate) fn send_job(
         self: &Arc<Self>,
         executor: &Arc<dyn Executor>,
         tasks: u64,
-        job: impl FnOnce(&Arc<Core>) + Send + 'static,
+        job: impl FnOnce(&mut Queued) + Send + 'static,
     ) {
-        let queued = Queued::new(self, tasks);
-        let _ = crate::panic::catch(|| executor.execute(Box::new(move || job(&queued.0))));
+        let mut queued = Queued::new(self, tasks);
+        let _ = crate::panic::catch(|| executor.execute(Box::new(move || job(&mut queued))));
     }
 
     /// The context of a run due at clock time `scheduled`, started `late` ns after it.
@@ -246,13 +249,28 @@ pub(crate) struct Running {
     idle: Condvar,
 }
 
-/// A job on its way through the executor (see [`Running::wait_idle`]).
-struct Queued(Arc<Core>, u64);
+/// A job on its way through the executor, and the tasks it still counts for in the backlog (see
+/// [`Running::wait_idle`]).
+pub(crate) struct Queued(Arc<Core>, u64);
 
 impl Queued {
     fn new(core: &Arc<Core>, tasks: u64) -> Self {
         core.running.queued.fetch_add(tasks, SeqCst);
         Queued(core.clone(), tasks)
+    }
+
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.0
+    }
+
+    /// A chunk's job handed one of its tasks on (its own job counts it now): one fewer here, so
+    /// the backlog counts each task once, not twice, while the chunk is handed on.
+    pub(crate) fn hand_on_one(&mut self) {
+        debug_assert!(self.1 > 0, "a chunk hands on no more tasks than it counts");
+        if self.1 > 0 {
+            self.1 -= 1;
+            self.0.running.queued.fetch_sub(1, SeqCst);
+        }
     }
 }
 

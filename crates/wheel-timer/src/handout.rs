@@ -83,16 +83,17 @@ impl Core {
         }
         let fires = std::mem::take(&mut chunk.fires);
         let to = executor.clone();
-        // Each task counts in the backlog from here: its own job's count is taken before the
-        // chunk's is given back.
-        self.send_job(&executor, fires.len() as u64, move |core| {
+        // Each task counts in the backlog once from here: the chunk's count for it is given
+        // back right after its own job's is taken (so it may count twice for that moment only).
+        self.send_job(&executor, fires.len() as u64, move |queued| {
             // The tasks' jobs will most likely run on this thread, which has not seen their
             // slots: fetch them while it hands the jobs on.
             for fire in &fires {
                 crate::prefetch::line(registry::shard(fire.shard).slots.get(fire.slot));
             }
             for fire in fires {
-                core.send(fire, &to, pool);
+                queued.core().send(fire, &to, pool);
+                queued.hand_on_one();
             }
         });
     }

@@ -112,8 +112,9 @@ fn finish(shard: &Shard, fire: Fire, run: Run<'_>, state: u64) -> Word {
 }
 
 /// The route word of the task of `fire`, as read when it was found due: once the task is added,
-/// only the job of a repeating task writes it, and that job has ended before the task can be
-/// found due again. (A future's wake-up is routed nowhere.)
+/// only the job of a repeating task writes it (its `SELF_ISOLATED` bit, in `record_run`), and
+/// that job has ended before the task can be found due again; within the job the slot's word is
+/// the current one. (A future's wake-up is routed nowhere.)
 fn route_of(fire: Fire) -> u32 {
     if fire.route == WAKE_HERE {
         DEFAULT_ROUTE
@@ -143,7 +144,10 @@ fn record_run(core: &Core, fire: Fire, pool: Pool, started: u64, end: u64, own: 
             } else {
                 SELF_CLASS
             };
-            if now != word {
+            // Compared with the slot's word, not `word`: that is the word the task was found due
+            // with, and a catch-up turn's earlier runs may have changed it since (let the class
+            // go, then isolate it again: the second change would look like no change at all).
+            if now != side.load(Relaxed) {
                 side.store(now, Relaxed); // the job owns the task: nobody else writes this
             }
         }

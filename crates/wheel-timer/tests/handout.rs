@@ -6,38 +6,11 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use tickwheel::{AddError, Executor, Job, ManualClock, Task, Timer};
 
-const MS: Duration = Duration::from_millis(1);
-
-/// Keeps every job until [`Held::run_all`].
-#[derive(Default)]
-struct Held(Mutex<Vec<Job>>);
-
-impl Executor for Held {
-    fn execute(&self, job: Job) {
-        self.0.lock().unwrap().push(job);
-    }
-}
-
-impl Held {
-    fn len(&self) -> usize {
-        self.0.lock().unwrap().len()
-    }
-
-    /// Runs the jobs held, oldest first, and the jobs those hand over, until none is left.
-    fn run_all(&self) {
-        loop {
-            let jobs = std::mem::take(&mut *self.0.lock().unwrap());
-            if jobs.is_empty() {
-                return;
-            }
-            jobs.into_iter().for_each(|job| job());
-        }
-    }
-}
+mod support;
+use support::{Held, MS};
 
 fn timer_on(held: &Arc<Held>, clock: &ManualClock, max_pending: Option<usize>) -> Timer {
     let builder = Timer::builder().clock(clock.clone()).executor(held.clone());

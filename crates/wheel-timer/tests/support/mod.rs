@@ -3,10 +3,10 @@
 //! what it needs.)
 #![allow(dead_code)]
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tickwheel::{InlineExecutor, ManualClock, Timer};
+use tickwheel::{Executor, InlineExecutor, Job, ManualClock, Timer};
 
 pub(crate) const MS: Duration = Duration::from_millis(1);
 pub(crate) const SEC: Duration = Duration::from_secs(1);
@@ -62,4 +62,37 @@ pub(crate) fn inline(clock: &ManualClock) -> Timer {
         .executor(Arc::new(InlineExecutor::new()))
         .build()
         .expect("a valid configuration")
+}
+
+/// An executor that keeps every job until the test runs them ([`Held::run_all`]), oldest first.
+#[derive(Default)]
+pub(crate) struct Held(Mutex<Vec<Job>>);
+
+impl Executor for Held {
+    fn execute(&self, job: Job) {
+        self.0.lock().unwrap().push(job);
+    }
+}
+
+impl Held {
+    /// Jobs held now.
+    pub(crate) fn len(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    /// Takes the jobs held now, oldest first, without running them.
+    pub(crate) fn take(&self) -> Vec<Job> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+
+    /// Runs the jobs held, oldest first, and the jobs those hand over, until none is left.
+    pub(crate) fn run_all(&self) {
+        loop {
+            let jobs = self.take();
+            if jobs.is_empty() {
+                return;
+            }
+            jobs.into_iter().for_each(|job| job());
+        }
+    }
 }
