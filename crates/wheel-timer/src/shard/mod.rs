@@ -36,6 +36,7 @@ use tickwheel_wheel::{TimerId, TimingWheel};
 mod moves;
 pub(crate) use moves::Rearm;
 mod stamp;
+mod young;
 
 use crate::core::Core;
 use crate::loom::atomic::{AtomicU64, Ordering::*};
@@ -143,7 +144,7 @@ struct Locked {
     /// Periodic tasks re-armed already due (`DUE`): handed out first by the next collect.
     overdue: Vec<Due<Fire>>,
     /// Stamped tasks due far out, in the order they were stamped, waiting to be filed in the
-    /// wheel (see `stamp.rs`): most far timers are cancelled young, and a cancel of a task not
+    /// wheel (see `young.rs`): most far timers are cancelled young, and a cancel of a task not
     /// yet in the wheel is one compare-and-swap.
     young: VecDeque<Young>,
 }

@@ -137,7 +137,7 @@ impl Shard {
             // Stamp it (and the ring with it) first: it then has a place in the wheel to move.
             let unstamped = self.drain_ring(&mut locked, clock, due);
             if s.word().is(generation, QUEUED) {
-                // Young (see `stamp.rs`): filed in the wheel now.
+                // Young (see `young.rs`): filed in the wheel now.
                 self.file_young_now(&mut locked, ring::record(i, generation), due);
             }
             wake = self.lower_after_drain(&locked, now, unstamped);
