@@ -23,6 +23,7 @@ pub(crate) struct FreeList {
 
 impl FreeList {
     /// Keeps slot `i`, vacated on the owner thread.
+    #[inline]
     pub(crate) fn push(&mut self, i: u32) {
         self.stack.push(i);
     }
