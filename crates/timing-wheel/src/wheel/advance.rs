@@ -54,42 +54,53 @@ impl<T> TimingWheel<T> {
         let target = reached_tick(self.now, self.tick);
         // Finishes the advance when dropped: a no-op after the loop below, the rest of the work
         // (without `f`) if `f` panicked.
-        let guard = Finish {
+        let mut guard = Finish {
             wheel: self,
             target,
+            complete: false,
         };
         let w = &mut *guard.wheel;
         if !w.overdue.is_empty() {
             w.collect_overdue();
             w.emit(&mut prefetch, &mut f);
         }
-        while w.pop_due_bucket(target) {
+        while let Some(last) = w.pop_due_bucket(target) {
             w.emit(&mut prefetch, &mut f);
+            if last >= target {
+                // Buckets cover disjoint tick ranges and come out earliest first, so every other
+                // bucket starts after this one's last tick: none is due. (Stepping from one
+                // `next_expiration` to the next, nearly every advance ends here, without another
+                // look at the bitmaps and the queue.)
+                break;
+            }
         }
+        guard.complete = true;
     }
 
     /// Pops the earliest queued bucket if it starts by `target` and collects it into `self.due`
-    /// (the records of items not yet due re-enter finer levels). False if no bucket is due.
-    pub(super) fn pop_due_bucket(&mut self, target: u64) -> bool {
+    /// (the records of items not yet due re-enter finer levels). Returns the bucket's last tick,
+    /// or `None` if no bucket is due.
+    pub(super) fn pop_due_bucket(&mut self, target: u64) -> Option<u64> {
         // The levels kept in bitmaps first: their buckets expire before every queued one.
-        if let Some((id, start)) = self.first_in_bitmaps() {
-            if start > target {
-                return false;
+        let (id, start) = match self.first_in_bitmaps() {
+            Some((id, start)) => {
+                if start > target {
+                    return None;
+                }
+                let (level, slot) = self.split(id);
+                self.bitmaps[level].clear(slot as u32);
+                (id, start)
             }
-            let (level, slot) = self.split(id);
-            self.bitmaps[level].clear(slot as u32);
-            self.collect_bucket(id, start, target);
-            return true;
-        }
-        let Some((&id, &Reverse(start))) = self.queue.peek() else {
-            return false;
+            None => {
+                let (&id, &Reverse(start)) = self.queue.peek()?;
+                if start > target {
+                    return None;
+                }
+                self.queue.pop();
+                (id, start)
+            }
         };
-        if start > target {
-            return false;
-        }
-        self.queue.pop();
-        self.collect_bucket(id, start, target);
-        true
+        Some(self.collect_bucket(id, start, target))
     }
 
     /// Takes the overdue items out into `self.due`, sorted.
@@ -113,8 +124,8 @@ impl<T> TimingWheel<T> {
     /// expires after it (no other bucket holds ticks in its range, and buckets are popped
     /// earliest first). So when this is that bucket the clock may move to `target` before the
     /// loop, and each entry not yet due is placed at once, while its slab entry is in the cache:
-    /// a second pass would miss on every one of them again.
-    pub(super) fn collect_bucket(&mut self, id: u32, start: u64, target: u64) {
+    /// a second pass would miss on every one of them again. Returns the bucket's last tick.
+    pub(super) fn collect_bucket(&mut self, id: u32, start: u64, target: u64) -> u64 {
         let (level, slot) = self.split(id);
         let bucket = mem::take(&mut self.levels[level][slot]);
         let mut recs = bucket.recs;
@@ -152,6 +163,7 @@ impl<T> TimingWheel<T> {
         if recs.capacity() <= RETAINED_CAPACITY {
             self.levels[level][slot].recs = recs;
         }
+        last
     }
 
     /// Hands out `self.due` in order. If `f` or `prefetch` panics, the items not handed out yet
@@ -206,12 +218,14 @@ impl<T> Drop for EmitGuard<'_, '_, T> {
 struct Finish<'a, T> {
     wheel: &'a mut TimingWheel<T>,
     target: u64,
+    /// The advance ran to its end: no bucket is due by `target` any more.
+    complete: bool,
 }
 
 impl<T> Drop for Finish<'_, T> {
     fn drop(&mut self) {
         let w = &mut *self.wheel;
-        while w.pop_due_bucket(self.target) {
+        while !self.complete && w.pop_due_bucket(self.target).is_some() {
             let mut due = mem::take(&mut w.due);
             for d in due.drain(..) {
                 w.defer(d);
