@@ -83,8 +83,8 @@ impl Core {
         }
         let fires = std::mem::take(&mut chunk.fires);
         let to = executor.clone();
-        // Each task counts in the backlog once from here: the chunk's count for it is given
-        // back right after its own job's is taken (so it may count twice for that moment only).
+        // Each task counts in the backlog once from here: its share of the chunk's count goes
+        // with it into its own job.
         self.send_job(&executor, fires.len() as u64, move |queued| {
             // The tasks' jobs will most likely run on this thread, which has not seen their
             // slots: fetch them while it hands the jobs on.
@@ -92,8 +92,7 @@ impl Core {
                 crate::prefetch::line(registry::shard(fire.shard).slots.get(fire.slot));
             }
             for fire in fires {
-                queued.core().send(fire, &to, pool);
-                queued.hand_on_one();
+                queued.split_one().send(fire, &to, pool);
             }
         });
     }

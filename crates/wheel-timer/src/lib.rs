@@ -62,6 +62,7 @@ mod prefetch;
 mod registry;
 mod ring;
 mod route;
+mod running;
 mod shard;
 mod shutdown;
 mod slot;

@@ -5,9 +5,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::core::{Core, active};
+use crate::core::Core;
 use crate::job::next_run;
 use crate::loom::atomic::Ordering::*;
+use crate::running::active;
 use crate::shard::Returned;
 use crate::task::{Cadence, MisfirePolicy, Repeat, Task, When, Work};
 

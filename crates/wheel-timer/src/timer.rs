@@ -316,7 +316,7 @@ impl Timer {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn wait_idle(&self) {
-        if crate::core::active::inside_a_task() {
+        if crate::running::active::inside_a_task() {
             return; // it could wait for itself, or for a task waiting for it
         }
         let core = &self.core;

@@ -4,7 +4,7 @@
 
 use tickwheel_reaper::{Clock, Due};
 
-use crate::core::active;
+use crate::running::active;
 use crate::word::BUSY;
 
 use super::*;
