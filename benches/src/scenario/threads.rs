@@ -75,6 +75,10 @@ fn add_cancel_loop<H>(
     mut cancel: impl FnMut(H) -> bool,
     name: &str,
 ) {
+    assert!(
+        shape.window > 0,
+        "W6 {name}: pairs cancelled at once run in the loop written out for each implementation"
+    );
     let mut live = std::collections::VecDeque::with_capacity(shape.window + 1);
     for _ in 0..shape.ops {
         live.push_back(add());
