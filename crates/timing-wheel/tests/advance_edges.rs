@@ -177,9 +177,10 @@ impl Sim {
                 |&i| {
                     hinted.borrow_mut().push(i);
                     if let Panic::Hint(k) = panic
-                        && hinted.borrow().len() - 1 == k {
-                            std::panic::panic_any(Boom);
-                        }
+                        && hinted.borrow().len() - 1 == k
+                    {
+                        std::panic::panic_any(Boom);
+                    }
                 },
                 |i| {
                     if !hinted.borrow().contains(&i) {
@@ -187,9 +188,10 @@ impl Sim {
                     }
                     fired.push(i);
                     if let Panic::F(k) = panic
-                        && fired.len() - 1 == k {
-                            std::panic::panic_any(Boom);
-                        }
+                        && fired.len() - 1 == k
+                    {
+                        std::panic::panic_any(Boom);
+                    }
                 },
             )
         }));
