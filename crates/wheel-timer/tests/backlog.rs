@@ -7,28 +7,14 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
-use std::sync::{Arc, Condvar, Mutex, Once};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::Duration;
 
 use tickwheel::{AddError, Executor, Job, ManualClock, Task, Timer};
 
 mod support;
-use support::{Held, MS, Rng, SEC};
-
-struct NoisyPanic;
-
-fn quiet() {
-    static HOOK: Once = Once::new();
-    HOOK.call_once(|| {
-        let default = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if !info.payload().is::<NoisyPanic>() {
-                default(info);
-            }
-        }));
-    });
-}
+use support::{Boom, Held, MS, Rng, SEC, silence_boom};
 
 #[derive(Clone, Copy)]
 struct Modes {
@@ -133,15 +119,15 @@ impl Executor for Hostile {
             15..=19 if m.panic_before => {
                 self.dropped.fetch_add(1, SeqCst);
                 let _job = job; // dropped by the unwind
-                std::panic::panic_any(NoisyPanic);
+                std::panic::panic_any(Boom);
             }
             20..=24 if m.panic_after_keeping => {
                 self.keep(job);
-                std::panic::panic_any(NoisyPanic);
+                std::panic::panic_any(Boom);
             }
             25..=27 if m.panic_after_keeping => {
                 job(); // ran inline, then the executor panics
-                std::panic::panic_any(NoisyPanic);
+                std::panic::panic_any(Boom);
             }
             _ => self.keep(job),
         }
@@ -152,7 +138,7 @@ impl Executor for Hostile {
 /// `advance` + `wait_idle` of round r, no task of round r (or earlier) may start, and every
 /// task ran or comes back from shutdown.
 fn wait_idle_rounds(seed: u64, modes: Modes, rounds: u64) {
-    quiet();
+    silence_boom();
     let clock = ManualClock::new();
     let exec = Hostile::new(seed, modes);
     let workers = exec.start(3);
@@ -292,7 +278,7 @@ fn headroom(timer: &Timer) -> usize {
 /// exactly `max` far adds again (a leak admits fewer, a count below zero none).
 #[test]
 fn review_backlog_returns_to_zero_after_hostile_rounds() {
-    quiet();
+    silence_boom();
     const MAX: usize = 4096;
     for seed in [3u64, 7, 9] {
         let clock = ManualClock::new();

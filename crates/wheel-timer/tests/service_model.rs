@@ -24,12 +24,15 @@
 //! sequence before reporting it.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Arc, Mutex, Once, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::Duration;
 
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
 use tickwheel::{AddError, InlineExecutor, ManualClock, MisfirePolicy, Task, Timer, TimerHandle};
+
+mod support;
+use support::{Boom, silence_boom};
 
 const DEFAULT_CASES: u64 = 2_000;
 const DEFAULT_SEED: u64 = 0x5E41_11CE_2026_1122;
@@ -235,22 +238,6 @@ impl Drop for Workers {
             let _ = t.join();
         }
     }
-}
-
-/// The payload of a task's deliberate panic.
-struct Boom;
-
-/// Keeps the deliberate panics out of the test output (other panics still print).
-fn silence_boom() {
-    static HOOK: Once = Once::new();
-    HOOK.call_once(|| {
-        let default = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if !info.payload().is::<Boom>() {
-                default(info);
-            }
-        }));
-    });
 }
 
 macro_rules! ensure {

@@ -3,7 +3,7 @@
 //! what it needs.)
 #![allow(dead_code)]
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
 use tickwheel::{Executor, InlineExecutor, Job, ManualClock, Timer};
@@ -95,4 +95,20 @@ impl Held {
             jobs.into_iter().for_each(|job| job());
         }
     }
+}
+
+/// The payload of a test's deliberate panic.
+pub(crate) struct Boom;
+
+/// Keeps deliberate panics (payload [`Boom`]) out of the test output; other panics still print.
+pub(crate) fn silence_boom() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !info.payload().is::<Boom>() {
+                default(info);
+            }
+        }));
+    });
 }
