@@ -50,6 +50,7 @@ impl<T> TimingWheel<T> {
         mut prefetch: impl FnMut(&T),
         mut f: impl FnMut(T),
     ) {
+        self.settle(); // before the clock moves: the cancels' buckets are located by it
         self.now = self.now.max(now);
         let target = reached_tick(self.now, self.tick);
         // Finishes the advance when dropped: a no-op after the loop below, the rest of the work

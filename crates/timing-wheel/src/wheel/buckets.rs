@@ -103,6 +103,14 @@ impl<T> TimingWheel<T> {
             self.forget_overdue(pos);
             return;
         }
+        self.count_stale(loc, pos);
+        self.tidy_if_due(loc);
+    }
+
+    /// `forget`'s first half for bucket `loc`: takes the record at `pos` out if it is the last
+    /// one, else counts it stale.
+    #[inline]
+    fn count_stale(&mut self, loc: u32, pos: u32) {
         let (level, bucket_slot) = self.split(loc);
         let bucket = &mut self.levels[level][bucket_slot];
         if pos as usize + 1 == bucket.recs.len() {
@@ -110,12 +118,43 @@ impl<T> TimingWheel<T> {
         } else {
             bucket.stale += 1;
         }
+    }
+
+    /// `forget`'s second half for bucket `loc`: empties, compacts or shrinks it if it needs it.
+    #[inline]
+    fn tidy_if_due(&mut self, loc: u32) {
+        let (level, bucket_slot) = self.split(loc);
+        let bucket = &self.levels[level][bucket_slot];
         if bucket.live() == 0
             || (bucket.stale >= COMPACT_MIN && bucket.stale as usize > bucket.live())
             || oversized(&bucket.recs)
         {
             self.tidy(loc);
         }
+    }
+
+    /// Does the bucket bookkeeping of the cancels since the last settle (see
+    /// [`Unsettled`](super::Unsettled)): every count first, then the tidying, so that no
+    /// compaction moves a record an unsettled cancel still points at. Before the clock moves
+    /// (the cancels' buckets are located by it) and before anything else forgets or compacts.
+    #[inline]
+    pub(super) fn settle(&mut self) {
+        if !self.unsettled.is_empty() {
+            self.settle_now();
+        }
+    }
+
+    #[inline(never)]
+    fn settle_now(&mut self) {
+        let mut cancels = mem::take(&mut self.unsettled);
+        for c in &cancels {
+            self.count_stale(self.locate(c.due), c.pos);
+        }
+        for c in &cancels {
+            self.tidy_if_due(self.locate(c.due));
+        }
+        cancels.clear();
+        self.unsettled = cancels;
     }
 
     /// `forget` for the overdue list: the record goes at once, the last one moving into its place.

@@ -2,7 +2,7 @@
 
 use std::cmp::Reverse;
 
-use super::{COMPACT_MIN, TimingWheel};
+use super::{COMPACT_MIN, SETTLE_BATCH, TimingWheel};
 
 impl<T> TimingWheel<T> {
     /// Checks every invariant in the module docs. O(size of the wheel): tests only.
@@ -22,16 +22,22 @@ impl<T> TimingWheel<T> {
                     }
                 }
                 let stale = b.recs.len() - live;
+                let unsettled = self
+                    .unsettled
+                    .iter()
+                    .filter(|c| self.locate(c.due) == id)
+                    .count();
                 assert_eq!(
-                    stale, b.stale as usize,
-                    "stale count of bucket {level}/{slot}"
+                    stale,
+                    b.stale as usize + unsettled,
+                    "stale count of bucket {level}/{slot} ({unsettled} cancels unsettled)"
                 );
                 assert!(
-                    stale < COMPACT_MIN as usize || stale <= live,
+                    unsettled > 0 || stale < COMPACT_MIN as usize || stale <= live,
                     "bucket {level}/{slot} holds {stale} stale records for {live} live ones"
                 );
                 assert!(
-                    live > 0 || b.recs.is_empty(),
+                    unsettled > 0 || live > 0 || b.recs.is_empty(),
                     "bucket {level}/{slot} holds only stale records"
                 );
                 records += live;
@@ -74,6 +80,10 @@ impl<T> TimingWheel<T> {
             assert_eq!(e.pos() as usize, i, "pos of an overdue entry");
             assert!(e.due() <= self.cur && e.due() <= r.due);
             records += 1;
+        }
+        assert!(self.unsettled.len() < SETTLE_BATCH, "unsettled cancels pile up");
+        for u in &self.unsettled {
+            assert!(u.due > self.cur, "an unsettled cancel of an overdue entry");
         }
         // With `pos` pointing back at each live record, no entry has two: records == len is a
         // bijection.

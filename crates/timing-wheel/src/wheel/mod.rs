@@ -55,8 +55,9 @@
 //! | what | rule |
 //! |------|------|
 //! | location | an occupied entry's location is `locate(entry.due)` for the current clock `cur`: the overdue list if `due <= cur`, else bucket `level_for(cur, due)` |
-//! | records | each occupied entry has exactly one live record, naming its slot, in its location at index `entry.pos`; the overdue list holds nothing else; a bucket may also hold stale records (any other: its slot's entry is vacant, located elsewhere, or at another index), `stale` of them, with `stale < COMPACT_MIN` or `stale <= live` |
-//! | queue | a bucket above level 1 is in the queue iff it holds a record, keyed by its first tick; every bucket in the queue holds a live record and starts after `cur` (a bucket left with only stale records is emptied) |
+//! | records | each occupied entry has exactly one live record, naming its slot, in its location at index `entry.pos`; the overdue list holds nothing else; a bucket may also hold stale records (any other: its slot's entry is vacant, located elsewhere, or at another index), `stale` of them plus those of its unsettled cancels, with `stale < COMPACT_MIN` or `stale <= live` once settled |
+//! | unsettled | at most `SETTLE_BATCH` cancels of bucketed entries wait for their bucket bookkeeping (`Unsettled`); every advance and reschedule settles them first |
+//! | queue | a bucket above level 1 is in the queue iff it holds a record, keyed by its first tick; every bucket in the queue starts after `cur` and holds a live record, or a record of an unsettled cancel (a settled bucket left with only stale records is emptied) |
 //! | occupancy | a level-0 or level-1 bucket's bit is set iff it holds a record; every such bucket starts after `cur`, within `cur`'s bucket of the level above (its digit is past the clock's) |
 //! | order | outside `advance`, every level-`k` bucket expires before every level-`k+1` one |
 //!
@@ -152,6 +153,24 @@ impl Bucket {
     }
 }
 
+/// A cancel of an entry that was in a bucket, whose bookkeeping in that bucket (count its record
+/// stale or take it out, empty or compact the bucket) waits for the next settle: at the next
+/// advance or reschedule, or once `SETTLE_BATCH` of them wait. A cancel then only vacates its slab
+/// entry and writes this down: at a million timers the entry is a cache miss, and the bucket
+/// work that depended on the missed line made each cancel long enough that the CPU could not
+/// overlap the misses of the cancels that follow (W2 purgatory, W9).
+#[derive(Clone, Copy, Debug)]
+struct Unsettled {
+    /// The entry's due tick (its bucket is located from it, by the clock, which does not move
+    /// before the settle).
+    due: u64,
+    /// The index of its record in that bucket.
+    pos: u32,
+}
+
+/// Cancels waiting for their bucket bookkeeping, at most (see [`Unsettled`]).
+const SETTLE_BATCH: usize = 64;
+
 /// A bucket is compacted once it holds more stale records than live ones and at least this many:
 /// small buckets are not swept for a handful of records.
 const COMPACT_MIN: u32 = 16;
@@ -245,6 +264,9 @@ pub struct TimingWheel<T> {
     len: usize,
     /// Scratch for `advance`, kept to reuse its allocation.
     due: Vec<Due<T>>,
+    /// Cancels of bucketed entries whose bucket bookkeeping is not done yet (at most
+    /// `SETTLE_BATCH`; see [`Unsettled`]).
+    unsettled: Vec<Unsettled>,
 }
 
 impl<T> TimingWheel<T> {
@@ -292,6 +314,7 @@ impl<T> TimingWheel<T> {
             slab: Slab::new(),
             len: 0,
             due: Vec::new(),
+            unsettled: Vec::new(),
         })
     }
 
@@ -321,13 +344,22 @@ impl<T> TimingWheel<T> {
 
     /// Removes the entry and returns its item: `Some` if it was pending, `None` if it already
     /// fired, was cancelled, or the id is stale. O(1) amortized; the item is dropped or returned at
-    /// once, not when its bucket comes round.
+    /// once, not when its bucket comes round. The bucket's own bookkeeping (its record counted
+    /// stale, the bucket emptied or compacted) is batched: done at the next advance or
+    /// reschedule, or once 64 cancels wait for it.
     #[inline]
     pub fn cancel(&mut self, id: TimerId) -> Option<T> {
         let (item, due, pos) = self.slab.take(id.slot, id.generation)?;
         self.len -= 1;
-        // After the removal: a compaction `forget` may start must see the entry vacant.
-        self.forget(self.locate(due), pos);
+        // After the removal: a compaction the bookkeeping starts must see the entry vacant.
+        if due <= self.cur {
+            self.forget(OVERDUE, pos);
+        } else {
+            self.unsettled.push(Unsettled { due, pos });
+            if self.unsettled.len() >= SETTLE_BATCH {
+                self.settle();
+            }
+        }
         Some(item)
     }
 
@@ -337,6 +369,11 @@ impl<T> TimingWheel<T> {
     /// fired or was cancelled (or the id is stale). A deadline `<= now()` makes the entry due: the
     /// next `advance`, even one that does not move the clock, hands it out.
     pub fn reschedule(&mut self, id: TimerId, deadline: u64) -> bool {
+        if self.slab.get(id.slot, id.generation).is_none() {
+            return false;
+        }
+        // Its `forget` may compact a bucket an unsettled cancel points into.
+        self.settle();
         let Some(entry) = self.slab.get(id.slot, id.generation) else {
             return false;
         };
@@ -372,11 +409,19 @@ impl<T> TimingWheel<T> {
             .and_then(|e| e.item_mut())
     }
 
-    /// `None` iff the wheel is empty; otherwise the earliest time, in the caller's unit, at which
-    /// [`advance`](Self::advance) makes progress: the earliest queued bucket expiration (or
-    /// `now()` if an entry was rescheduled into the past). It is never after the earliest pending
-    /// deadline rounded up to the tick, so a caller may sleep until then and miss nothing.
+    /// `None` iff the wheel is empty; otherwise the earliest bucket expiration, in the caller's
+    /// unit (or `now()` if an entry was rescheduled into the past). It is never after the earliest
+    /// pending deadline rounded up to the tick, so a caller may sleep until then and miss nothing.
+    ///
+    /// It can be earlier: a bucket whose entries were all cancelled since the last advance (or
+    /// reschedule) still counts until the next one, which hands nothing out of it and settles
+    /// every such bucket. So cancels cost a timer thread at most one needless wake-up per
+    /// advance, as Kafka's lazily cancelled buckets do; in exchange a cancel touches only its
+    /// entry, not its bucket (see [`cancel`](Self::cancel)).
     pub fn next_expiration(&self) -> Option<u64> {
+        if self.len == 0 {
+            return None;
+        }
         if !self.overdue.is_empty() {
             return Some(self.now);
         }
@@ -430,6 +475,7 @@ impl<T> TimingWheel<T> {
             level.iter_mut().for_each(|b| *b = Bucket::default());
         }
         self.overdue = Vec::new();
+        self.unsettled.clear();
         self.queue.clear();
         self.bitmaps.iter_mut().for_each(Occupancy::clear_all);
         self.len = 0;
@@ -460,5 +506,6 @@ impl<T> TimingWheel<T> {
                 .map(Occupancy::heap_bytes)
                 .sum::<usize>()
             + self.due.capacity() * mem::size_of::<Due<T>>()
+            + self.unsettled.capacity() * mem::size_of::<Unsettled>()
     }
 }
