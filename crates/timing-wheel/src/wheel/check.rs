@@ -81,7 +81,10 @@ impl<T> TimingWheel<T> {
             assert!(e.due() <= self.cur && e.due() <= r.due);
             records += 1;
         }
-        assert!(self.unsettled.len() < SETTLE_BATCH, "unsettled cancels pile up");
+        assert!(
+            self.unsettled.len() < SETTLE_BATCH,
+            "unsettled cancels pile up"
+        );
         for u in &self.unsettled {
             assert!(u.due > self.cur, "an unsettled cancel of an overdue entry");
         }
