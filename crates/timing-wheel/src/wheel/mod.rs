@@ -135,7 +135,8 @@ impl TimerId {
 /// cache misses on top of the entry's own, 70% of a purgatory workload's time (W2). It counts the
 /// record stale instead; a bucket whose stale records outnumber its live ones (and at least
 /// `COMPACT_MIN` of them) is compacted in one prefetched sweep, and one whose live count falls to
-/// zero is emptied at once. So a bucket holds at most `max(live, COMPACT_MIN - 1)` stale records, and
+/// zero is emptied, both when the cancels are settled (see [`Unsettled`]). So a settled bucket
+/// holds at most `max(live, COMPACT_MIN - 1)` stale records, and
 /// a stale record costs only memory until then: a record is live exactly when the entry in its
 /// slot says its record is here (occupied, located in this bucket, `pos` = the record's index).
 #[derive(Debug, Default)]
