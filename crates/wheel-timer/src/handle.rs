@@ -157,6 +157,12 @@ impl TimerHandle {
     /// deadline stamped within a tick of its add; asking for it stamps it at once (from a clock
     /// reading taken after the add, so it is never earlier than the delay asked for).
     pub fn deadline(&self) -> Option<Instant> {
+        let core = self.shard().core()?;
+        self.deadline_ns().map(|d| core.instant_of(d))
+    }
+
+    /// [`deadline`](Self::deadline) in clock nanoseconds.
+    pub(crate) fn deadline_ns(&self) -> Option<u64> {
         let shard = self.shard();
         let core = shard.core()?;
         let mut due = Vec::new();
@@ -169,7 +175,14 @@ impl TimerHandle {
         for d in due {
             core.dispatch(d);
         }
-        deadline.map(|d| core.instant_of(d))
+        deadline
+    }
+
+    /// The deadline the task was stamped with, read from its slot: only for a task known to be
+    /// stamped, such as a future's whose arming ended (the thread that fired it or handed it
+    /// back at shutdown stamped it before ending the arming, and the caller saw that end).
+    pub(crate) fn stamped_deadline_ns(&self) -> u64 {
+        self.shard().stamped_deadline(self.slot())
     }
 
     /// Time left until [`deadline`](Self::deadline), on the timer's clock: zero if it is due.

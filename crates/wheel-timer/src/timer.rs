@@ -192,9 +192,7 @@ impl Timer {
     /// # }
     /// ```
     pub fn sleep(&self, delay: Duration) -> Sleep {
-        let now = self.core.clock.now();
-        let deadline = now.saturating_add(tickwheel_reaper::duration_to_ns(delay));
-        Sleep::new(&self.core, deadline)
+        Sleep::after(&self.core, tickwheel_reaper::duration_to_ns(delay))
     }
 
     /// A future that completes at `deadline` (at once if it passed; see [`Sleep`]).
@@ -215,7 +213,7 @@ impl Timer {
     /// Ticks every `period`, the first tick at once: see [`Interval`].
     pub fn interval(&self, period: Duration) -> Interval {
         Interval::new(
-            self.sleep(Duration::ZERO),
+            Sleep::new(&self.core, self.core.clock.now()),
             tickwheel_reaper::duration_to_ns(period),
         )
     }

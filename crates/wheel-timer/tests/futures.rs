@@ -477,3 +477,98 @@ fn an_interval_is_a_stream_that_ends_at_shutdown() {
     assert_eq!(next(&mut every), Poll::Ready(None), "the stream ends");
     assert_eq!(next(&mut every), Poll::Ready(None));
 }
+
+/// A hand-moved clock that says it follows real time, so the timer stamps long sleeps in
+/// batches as it does on the real clock, while every reading stays known: a stamp from any
+/// reading is the frozen time plus the delay. (Its instants are a year ahead, so the tick thread
+/// never sleeps towards one; it waits for a move.)
+#[derive(Clone)]
+struct Batched {
+    hand: ManualClock,
+    origin: Instant,
+}
+
+impl tickwheel::Clock for Batched {
+    fn now(&self) -> u64 {
+        tickwheel::Clock::now(&self.hand)
+    }
+
+    fn instant_of(&self, t: u64) -> Option<Instant> {
+        Some(self.origin + Duration::from_nanos(t))
+    }
+
+    fn attach(&self, driver: std::sync::Weak<dyn tickwheel::Driver>) {
+        tickwheel::Clock::attach(&self.hand, driver);
+    }
+}
+
+fn batched() -> (ManualClock, Timer) {
+    let hand = ManualClock::new();
+    hand.advance(5 * SEC); // so that a delay is never mistaken for a deadline
+    let clock = Batched {
+        hand: hand.clone(),
+        origin: Instant::now() + Duration::from_secs(365 * 86_400),
+    };
+    let timer = Timer::builder()
+        .clock(clock)
+        .executor(Arc::new(InlineExecutor::new()))
+        .build()
+        .unwrap();
+    (hand, timer)
+}
+
+#[test]
+fn a_sleep_stamped_in_a_batch_knows_its_deadline_however_it_ends() {
+    let (hand, timer) = batched();
+    let (_, waker) = counter();
+    let made = timer.now();
+
+    // Asked while it waits: stamped on demand, the same answer every time.
+    let mut fired = timer.sleep(30 * SEC);
+    assert_eq!(fired.deadline(), made + 30 * SEC);
+    assert_eq!(fired.deadline(), made + 30 * SEC);
+    assert!(poll(&mut fired, &waker).is_pending());
+    hand.advance(30 * SEC - MS);
+    assert!(poll(&mut fired, &waker).is_pending(), "not early");
+
+    // Never asked: fired, or handed back by shutdown, it still answers with its stamp, taken
+    // by the tick thread's next round (after the next move, so a millisecond late) or shutdown.
+    let later = timer.now();
+    let stamped = |d: Duration| later + d..=later + d + MS;
+    let mut quiet = timer.sleep(10 * SEC);
+    assert!(poll(&mut quiet, &waker).is_pending());
+    let mut returned = timer.sleep(60 * SEC);
+    assert!(poll(&mut returned, &waker).is_pending());
+    hand.advance(MS);
+    assert!(poll(&mut fired, &waker).is_ready() && fired.is_elapsed());
+    hand.advance(10 * SEC);
+    assert!(poll(&mut quiet, &waker).is_ready() && quiet.is_elapsed());
+    assert!(stamped(10 * SEC).contains(&quiet.deadline()));
+    // Made with the clock standing still until shutdown: shutdown stamps it.
+    let mut last = timer.sleep(60 * SEC);
+    assert!(poll(&mut last, &waker).is_pending());
+    assert_eq!(timer.pending(), 2);
+    assert!(timer.shutdown().is_empty());
+    assert!(poll(&mut returned, &waker).is_ready() && returned.is_shutdown());
+    assert!(stamped(60 * SEC).contains(&returned.deadline()));
+    assert!(poll(&mut last, &waker).is_ready() && last.is_shutdown());
+    assert_eq!(last.deadline(), timer.now() + 60 * SEC);
+    assert_eq!(fired.deadline(), made + 30 * SEC);
+}
+
+#[test]
+fn a_batched_sleep_dropped_or_timed_out_before_its_stamp_leaves_nothing() {
+    let (_hand, timer) = batched();
+    let (_, waker) = counter();
+    let sleeps: Vec<Sleep> = (0..100).map(|_| timer.sleep(10 * SEC)).collect();
+    assert_eq!(timer.pending(), 100);
+    drop(sleeps);
+    let mut quick = pin!(timer.timeout(10 * SEC, std::future::ready(7)));
+    assert_eq!(
+        quick.as_mut().poll(&mut Context::from_waker(&waker)),
+        Poll::Ready(Ok(7))
+    );
+    assert!(format!("{quick:?}").contains("deadline: None"), "{quick:?}");
+    assert_eq!(timer.pending(), 0, "every cancel counted");
+    assert_eq!(timer.stats().cancelled, 101);
+}

@@ -278,7 +278,8 @@ fn stamped_add_races_a_drain_and_is_looked_at_by_its_deadline() {
             // Unstamped: asks for a look within a tick, then waits young for 256 ticks.
             let far = t.add_or_submit(Task::after(Duration::from_secs(10), || {}));
             let added_at = c.now();
-            let sleep = t.sleep(Duration::from_nanos(delay));
+            // (`sleep_until`: a `sleep` this long is stamped in a batch, as `far` is.)
+            let sleep = t.sleep_until(t.now() + Duration::from_nanos(delay));
             (far.is_ok(), added_at, sleep)
         });
         clock.kick(0); // a round that drains the ring while the sleep's add may be in flight

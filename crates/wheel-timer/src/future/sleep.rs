@@ -41,10 +41,12 @@ use crate::task::{When, Work};
 pub struct Sleep {
     core: Arc<Core>,
     waiter: Arc<Waiter>,
+    /// `None` once the arming ended (the deadline is then known), was cancelled, or was refused.
     handle: Option<TimerHandle>,
     epoch: u64,
-    /// Clock nanoseconds.
-    deadline: u64,
+    /// Clock nanoseconds; `None` while a sleep made from a delay waits for its shard to stamp it
+    /// (see [`Sleep::after`]).
+    deadline: Option<u64>,
 }
 
 impl Sleep {
@@ -55,7 +57,32 @@ impl Sleep {
         // place, its handle was written as two 8-byte stores and read back at once as one
         // 16-byte load to move the sleep out, a store-forwarding stall on AMD Zen that took
         // three quarters of this function's time in W11's profile.
-        let handle = arm(core, &waiter, 0, deadline);
+        let handle = arm(core, &waiter, 0, When::Clock(deadline));
+        Sleep {
+            core: core.clone(),
+            waiter,
+            handle,
+            epoch: 0,
+            deadline: Some(deadline),
+        }
+    }
+
+    /// A sleep of `delay` ns from now, armed. Like a task's delay, a long one is stamped by its
+    /// shard in a batch, from a clock reading taken after the add (so never early): the add
+    /// reads no clock, which was two thirds of a sleep's own cost (two readings, one here and
+    /// one to file it). Its deadline is learned from the slot when asked for, or when it ends.
+    pub(crate) fn after(core: &Arc<Core>, delay: u64) -> Sleep {
+        if delay < core.short_ns || core.exact {
+            // Filed at once anyway, which reads the clock: the deadline costs nothing more.
+            return Sleep::new(core, core.clock.now().saturating_add(delay));
+        }
+        let waiter = Arc::new(Waiter::new());
+        let handle = arm(core, &waiter, 0, When::After(delay));
+        // Refused (the timer shut down): no slot will ever hold a stamp, so stamp it here.
+        let deadline = match handle {
+            Some(_) => None,
+            None => Some(core.clock.now().saturating_add(delay)),
+        };
         Sleep {
             core: core.clone(),
             waiter,
@@ -67,8 +94,11 @@ impl Sleep {
 
     /// The instant it completes at (by the timer's clock; see
     /// [`TimerBuilder::clock`](crate::TimerBuilder::clock) for how a manual clock maps instants).
+    /// For a sleep made from a delay, that is the delay after a clock reading taken no earlier
+    /// than the sleep was made (within a tick of it); asking for it before the timer's thread
+    /// stamped it stamps it now.
     pub fn deadline(&self) -> Instant {
-        self.core.instant_of(self.deadline)
+        self.core.instant_of(self.deadline_ns())
     }
 
     /// True once the deadline came (the future is ready, or was).
@@ -91,7 +121,7 @@ impl Sleep {
 
     /// `reset` in clock nanoseconds.
     pub(crate) fn reset_to(&mut self, deadline: u64) {
-        self.deadline = deadline;
+        self.deadline = Some(deadline);
         if self.waiter.outcome(self.epoch).is_none()
             && let Some(h) = &self.handle
             && h.reschedule_at_ns(deadline)
@@ -100,7 +130,7 @@ impl Sleep {
         }
         self.cancel();
         self.epoch = self.waiter.rearm();
-        self.handle = arm(&self.core, &self.waiter, self.epoch, deadline);
+        self.handle = arm(&self.core, &self.waiter, self.epoch, When::Clock(deadline));
     }
 
     /// Cancels the armed timer, if any (the future will not complete for this arming).
@@ -124,7 +154,21 @@ impl Sleep {
 
     /// The clock time it completes at, in nanoseconds.
     pub(crate) fn deadline_ns(&self) -> u64 {
-        self.deadline
+        if let Some(d) = self.deadline {
+            return d;
+        }
+        match &self.handle {
+            // Waiting: stamped on demand. Else it ended (or is being handed out): stamped before.
+            Some(h) => h.deadline_ns().unwrap_or_else(|| h.stamped_deadline_ns()),
+            // Only a sleep that cancelled itself before its stamp has neither, which only a
+            // completed `Timeout` does: it never asks again (its `Debug` shows `None`).
+            None => u64::MAX,
+        }
+    }
+
+    /// The deadline, unless it is unknown for good (see `deadline_ns`).
+    fn known_deadline(&self) -> Option<Instant> {
+        (self.deadline.is_some() || self.handle.is_some()).then(|| self.deadline())
     }
 
     /// The timer it belongs to.
@@ -135,8 +179,13 @@ impl Sleep {
     /// Ready with how the current arming ended.
     pub(crate) fn poll_outcome(&mut self, cx: &mut Context<'_>) -> Poll<Outcome> {
         let o = self.waiter.poll(self.epoch, cx);
-        if o.is_ready() {
-            self.handle = None; // final: nothing left to cancel
+        if o.is_ready()
+            && let Some(h) = self.handle.take()
+        {
+            // Final: nothing left to cancel. The thread that ended the arming stamped the slot
+            // first (the waiter's ordering makes the stamp visible here): keep the deadline
+            // before the handle lets the slot go.
+            self.deadline.get_or_insert_with(|| h.stamped_deadline_ns());
         }
         o
     }
@@ -144,9 +193,9 @@ impl Sleep {
 
 /// Adds the task of arming `epoch` of `waiter`; if the timer refuses it (shut down), ends the
 /// arming.
-fn arm(core: &Arc<Core>, waiter: &Arc<Waiter>, epoch: u64, deadline: u64) -> Option<TimerHandle> {
+fn arm(core: &Arc<Core>, waiter: &Arc<Waiter>, epoch: u64, when: When) -> Option<TimerHandle> {
     let added = if core.lifecycle.is_open() {
-        let (when, work) = (When::Clock(deadline), Work::Wake(waiter.clone(), epoch));
+        let work = Work::Wake(waiter.clone(), epoch);
         crate::add::add(core, local::lease(core), when, work, None).ok()
     } else {
         None
@@ -174,7 +223,7 @@ impl Drop for Sleep {
 impl fmt::Debug for Sleep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sleep")
-            .field("deadline", &self.deadline())
+            .field("deadline", &self.known_deadline())
             .field("elapsed", &self.is_elapsed())
             .field("shutdown", &self.is_shutdown())
             .finish()

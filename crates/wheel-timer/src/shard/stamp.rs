@@ -77,6 +77,19 @@ impl Shard {
         }
     }
 
+    /// The deadline slot `i` was stamped with, for a task known to be stamped: out of its wait
+    /// (due, run, handed back), or waiting with its stamp. A task handed back by shutdown that
+    /// was not stamped yet gets its stamp under the shard lock just after it was taken: then
+    /// the lock is taken here too, so the stamp is seen.
+    pub(crate) fn stamped_deadline(&self, i: u32) -> u64 {
+        let s = self.slots.get(i);
+        if s.word().state() == RETURNED {
+            let _drained = self.locked.lock();
+            return s.deadline.load(Relaxed);
+        }
+        s.deadline.load(Acquire)
+    }
+
     /// Takes every record out of the ring and files each still-`QUEUED` task: into the wheel, or
     /// into `due` if the wheel's clock has passed its deadline. Unstamped deadlines are stamped
     /// from a clock reading taken after the ring's tail was read, so after every add it drains.
@@ -252,7 +265,10 @@ impl Shard {
                 continue;
             };
             let deadline = if old.state() == QUEUED && !old.has(STAMPED) {
-                now.saturating_add(s.deadline.load(Relaxed))
+                // Stamped now, under the shard lock as every stamp (see `stamped_deadline`).
+                let deadline = now.saturating_add(s.deadline.load(Relaxed));
+                s.deadline.store(deadline, Relaxed);
+                deadline
             } else {
                 s.deadline.load(Relaxed)
             };
