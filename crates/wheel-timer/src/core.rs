@@ -115,16 +115,14 @@ impl Core {
         })
     }
 
-    /// The instant of clock time `ns` (about 30 years ahead for times `Instant` cannot hold).
+    /// The instant of clock time `ns` (see [`instant_at`]).
     pub(crate) fn instant_of(&self, ns: u64) -> Instant {
-        self.origin
-            .checked_add(Duration::from_nanos(ns))
-            .unwrap_or_else(|| self.origin + Duration::from_secs(30 * 365 * 86_400))
+        instant_at(self.origin, ns)
     }
 
-    /// Clock nanoseconds of `at` (0 for instants before the origin, saturating far ahead).
+    /// Clock nanoseconds of `at` (see [`ns_since`]).
     pub(crate) fn ns_of(&self, at: Instant) -> u64 {
-        duration_to_ns(at.saturating_duration_since(self.origin))
+        ns_since(self.origin, at)
     }
 
     /// Every shard of this timer (a snapshot: a thread's first add may register another).
@@ -231,4 +229,18 @@ impl Drop for Core {
             registry::retire(id);
         }
     }
+}
+
+/// The instant of clock time `ns` on a clock whose time 0 is `origin` (about 30 years ahead for
+/// times `Instant` cannot hold).
+pub(crate) fn instant_at(origin: Instant, ns: u64) -> Instant {
+    origin
+        .checked_add(Duration::from_nanos(ns))
+        .unwrap_or_else(|| origin + Duration::from_secs(30 * 365 * 86_400))
+}
+
+/// Clock nanoseconds of `at` on a clock whose time 0 is `origin` (0 for instants before it,
+/// saturating far ahead).
+pub(crate) fn ns_since(origin: Instant, at: Instant) -> u64 {
+    duration_to_ns(at.saturating_duration_since(origin))
 }

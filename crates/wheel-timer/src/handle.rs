@@ -56,7 +56,13 @@ impl TimerHandle {
 
     #[inline(always)]
     fn shard(&self) -> ShardRef {
-        registry::shard((self.id >> 32) as u32)
+        registry::shard(self.shard_id())
+    }
+
+    /// The id of the shard its task is in.
+    #[inline(always)]
+    pub(crate) fn shard_id(&self) -> u32 {
+        (self.id >> 32) as u32
     }
 
     #[inline(always)]

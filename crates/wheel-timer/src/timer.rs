@@ -213,6 +213,7 @@ impl Timer {
     /// Ticks every `period`, the first tick at once: see [`Interval`].
     pub fn interval(&self, period: Duration) -> Interval {
         Interval::new(
+            &self.core,
             Sleep::new(&self.core, self.core.clock.now()),
             tickwheel_reaper::duration_to_ns(period),
         )
@@ -221,6 +222,7 @@ impl Timer {
     /// Ticks every `period`, the first tick at `start`: see [`Interval`].
     pub fn interval_at(&self, start: Instant, period: Duration) -> Interval {
         Interval::new(
+            &self.core,
             self.sleep_until(start),
             tickwheel_reaper::duration_to_ns(period),
         )

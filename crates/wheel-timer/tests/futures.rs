@@ -572,3 +572,19 @@ fn a_batched_sleep_dropped_or_timed_out_before_its_stamp_leaves_nothing() {
     assert_eq!(timer.pending(), 0, "every cancel counted");
     assert_eq!(timer.stats().cancelled, 101);
 }
+
+#[test]
+fn a_sleep_outliving_its_timer_never_arms_in_the_next_one() {
+    let (clock, timer) = manual();
+    let (_, waker) = counter();
+    let mut sleep = timer.sleep(SEC);
+    clock.advance(SEC);
+    assert!(poll(&mut sleep, &waker).is_ready() && sleep.is_elapsed());
+    drop(timer);
+    // The next timer of this thread takes over the shard the sleep was armed in.
+    let (_clock, next) = manual();
+    let _other = next.sleep(SEC);
+    Pin::new(&mut sleep).reset(next.now() + SEC);
+    assert!(poll(&mut sleep, &waker).is_ready() && sleep.is_shutdown());
+    assert_eq!(next.pending(), 1, "armed in a timer it does not belong to");
+}

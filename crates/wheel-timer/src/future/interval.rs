@@ -2,10 +2,12 @@
 
 use std::fmt;
 use std::future::poll_fn;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
 use super::{Outcome, Sleep};
+use crate::core::Core;
 use crate::job::next_run;
 use crate::loom::atomic::Ordering::Relaxed;
 use crate::task::MisfirePolicy;
@@ -49,6 +51,8 @@ use crate::task::MisfirePolicy;
 /// # Ok(()) }
 /// ```
 pub struct Interval {
+    /// Its timer: an interval re-arms at every tick, and reads the clock to do it.
+    core: Arc<Core>,
     sleep: Sleep,
     /// Nanoseconds, at least the tick.
     period: u64,
@@ -58,12 +62,13 @@ pub struct Interval {
 
 impl Interval {
     /// First tick at clock time `start`, then every `period` ns.
-    pub(crate) fn new(sleep: Sleep, period: u64) -> Interval {
-        let tick = sleep.core().tick_ns;
+    pub(crate) fn new(core: &Arc<Core>, sleep: Sleep, period: u64) -> Interval {
+        let tick = core.tick_ns;
         if period < tick {
-            sleep.core().rounded.fetch_add(1, Relaxed);
+            core.rounded.fetch_add(1, Relaxed);
         }
         Interval {
+            core: core.clone(),
             sleep,
             period: period.max(tick),
             policy: MisfirePolicy::default(),
@@ -85,20 +90,20 @@ impl Interval {
                 Poll::Pending => return Poll::Pending,
                 // Shut down: every tick completes at once, at the instant it was due.
                 Poll::Ready(Outcome::ShutDown) => {
-                    return Poll::Ready(self.sleep.core().instant_of(scheduled));
+                    return Poll::Ready(self.core.instant_of(scheduled));
                 }
                 Poll::Ready(Outcome::Fired) => {}
             }
-            let core = self.sleep.core().clone();
+            let core = &self.core;
             let now = core.clock.now();
             if self.fixed_delay {
-                self.sleep.reset_to(now.saturating_add(self.period));
+                self.sleep.reset_to(core, now.saturating_add(self.period));
                 return Poll::Ready(core.instant_of(scheduled));
             }
             let late = now.saturating_sub(scheduled);
             let (next, mut skipped) = next_run(scheduled, self.period, now, self.policy);
             // Past the end of time there is no next grid point: the last tick repeats there.
-            self.sleep.reset_to(next.unwrap_or(u64::MAX));
+            self.sleep.reset_to(core, next.unwrap_or(u64::MAX));
             // Rounding to the tick makes every tick up to a tick late: not a misfire.
             let skip_this = self.policy == MisfirePolicy::Skip
                 && late >= self.period.saturating_add(core.tick_ns);
@@ -141,8 +146,8 @@ impl Interval {
 
     /// Moves the next tick to `at` (and the fixed-rate grid with it).
     pub fn reset_at(&mut self, at: Instant) {
-        let ns = self.sleep.core().ns_of(at);
-        self.sleep.reset_to(ns);
+        let ns = self.core.ns_of(at);
+        self.sleep.reset_to(&self.core, ns);
     }
 }
 

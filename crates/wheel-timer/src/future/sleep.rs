@@ -8,9 +8,10 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use super::{Outcome, Waiter};
-use crate::core::Core;
+use crate::core::{Core, instant_at, ns_since};
 use crate::handle::TimerHandle;
 use crate::local;
+use crate::registry;
 use crate::task::{When, Work};
 
 /// A future that completes once the timer's clock reaches its deadline: never early, on the real
@@ -39,7 +40,6 @@ use crate::task::{When, Work};
 /// ```
 #[must_use = "a sleep does nothing unless awaited"]
 pub struct Sleep {
-    core: Arc<Core>,
     waiter: Arc<Waiter>,
     /// `None` once the arming ended (the deadline is then known), was cancelled, or was refused.
     handle: Option<TimerHandle>,
@@ -47,6 +47,41 @@ pub struct Sleep {
     /// Clock nanoseconds; `None` while a sleep made from a delay waits for its shard to stamp it
     /// (see [`Sleep::after`]).
     deadline: Option<u64>,
+    timer: TimerRef,
+}
+
+/// How a sleep finds its timer again without holding it. An `Arc` of the timer in every sleep
+/// was a read-modify-write of one counter shared by every thread that makes or drops a
+/// future, twice per sleep: about 25 ns of a make-and-drop pair with two threads at it. Only
+/// a re-arming needs the timer (`reset` after the sleep completed), and it finds it through
+/// the shard of the latest arming, which is never freed and knows which timer it serves.
+#[derive(Clone, Copy, Debug)]
+struct TimerRef {
+    id: u64,
+    /// `u32::MAX`: no arming was ever accepted (the timer had shut down).
+    shard: u32,
+    /// The instant clock time 0 stands for (see `Core::origin`).
+    origin: Instant,
+}
+
+impl TimerRef {
+    fn new(core: &Core) -> TimerRef {
+        TimerRef {
+            id: core.id,
+            shard: u32::MAX,
+            origin: core.origin,
+        }
+    }
+
+    /// The timer, if it is still there.
+    fn core(&self) -> Option<Arc<Core>> {
+        if self.shard == u32::MAX {
+            return None;
+        }
+        registry::shard(self.shard)
+            .core()
+            .filter(|core| core.id == self.id)
+    }
 }
 
 impl Sleep {
@@ -58,12 +93,25 @@ impl Sleep {
         // 16-byte load to move the sleep out, a store-forwarding stall on AMD Zen that took
         // three quarters of this function's time in W11's profile.
         let handle = arm(core, &waiter, 0, When::Clock(deadline));
+        Sleep::armed(core, waiter, handle, Some(deadline))
+    }
+
+    fn armed(
+        core: &Core,
+        waiter: Arc<Waiter>,
+        handle: Option<TimerHandle>,
+        deadline: Option<u64>,
+    ) -> Sleep {
+        let mut timer = TimerRef::new(core);
+        if let Some(h) = &handle {
+            timer.shard = h.shard_id();
+        }
         Sleep {
-            core: core.clone(),
             waiter,
             handle,
             epoch: 0,
-            deadline: Some(deadline),
+            deadline,
+            timer,
         }
     }
 
@@ -83,13 +131,7 @@ impl Sleep {
             Some(_) => None,
             None => Some(core.clock.now().saturating_add(delay)),
         };
-        Sleep {
-            core: core.clone(),
-            waiter,
-            handle,
-            epoch: 0,
-            deadline,
-        }
+        Sleep::armed(core, waiter, handle, deadline)
     }
 
     /// The instant it completes at (by the timer's clock; see
@@ -98,7 +140,7 @@ impl Sleep {
     /// than the sleep was made (within a tick of it); asking for it before the timer's thread
     /// stamped it stamps it now.
     pub fn deadline(&self) -> Instant {
-        self.core.instant_of(self.deadline_ns())
+        instant_at(self.timer.origin, self.deadline_ns())
     }
 
     /// True once the deadline came (the future is ready, or was).
@@ -115,22 +157,46 @@ impl Sleep {
     /// completed: it completes again at the new deadline. O(1): the armed timer is moved if it is
     /// still waiting, else a new one is armed (a late wake-up of the old one is ignored).
     pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
-        let ns = self.core.ns_of(deadline);
-        self.get_mut().reset_to(ns);
+        let this = self.get_mut();
+        let ns = ns_since(this.timer.origin, deadline);
+        if !this.moved_to(ns) {
+            let core = this.timer.core();
+            this.rearm(core.as_ref(), ns);
+        }
     }
 
-    /// `reset` in clock nanoseconds.
-    pub(crate) fn reset_to(&mut self, deadline: u64) {
-        self.deadline = Some(deadline);
-        if self.waiter.outcome(self.epoch).is_none()
-            && let Some(h) = &self.handle
-            && h.reschedule_at_ns(deadline)
-        {
-            return;
+    /// `reset` in clock nanoseconds, for a caller that holds the timer (`Interval`).
+    pub(crate) fn reset_to(&mut self, core: &Arc<Core>, deadline: u64) {
+        if !self.moved_to(deadline) {
+            self.rearm(Some(core), deadline);
         }
+    }
+
+    /// Moves the armed timer to `deadline` if it is still waiting.
+    fn moved_to(&mut self, deadline: u64) -> bool {
+        self.deadline = Some(deadline);
+        self.waiter.outcome(self.epoch).is_none()
+            && self
+                .handle
+                .as_ref()
+                .is_some_and(|h| h.reschedule_at_ns(deadline))
+    }
+
+    /// Starts a new arming for `deadline` (`core`: the timer, `None` if it is gone: the arming
+    /// then ends at once, shut down).
+    fn rearm(&mut self, core: Option<&Arc<Core>>, deadline: u64) {
         self.cancel();
         self.epoch = self.waiter.rearm();
-        self.handle = arm(&self.core, &self.waiter, self.epoch, When::Clock(deadline));
+        self.handle = match core {
+            Some(core) => arm(core, &self.waiter, self.epoch, When::Clock(deadline)),
+            None => {
+                self.waiter.shut_down(self.epoch);
+                None
+            }
+        };
+        if let Some(h) = &self.handle {
+            self.timer.shard = h.shard_id();
+        }
     }
 
     /// Cancels the armed timer, if any (the future will not complete for this arming).
@@ -169,11 +235,6 @@ impl Sleep {
     /// The deadline, unless it is unknown for good (see `deadline_ns`).
     fn known_deadline(&self) -> Option<Instant> {
         (self.deadline.is_some() || self.handle.is_some()).then(|| self.deadline())
-    }
-
-    /// The timer it belongs to.
-    pub(crate) fn core(&self) -> &Arc<Core> {
-        &self.core
     }
 
     /// Ready with how the current arming ended.
