@@ -91,13 +91,16 @@ pub(crate) struct Shard {
     core: Mutex<Weak<Core>>,
 }
 
+/// `seen_flushes` of a reading that is not to be reused (no drain count reaches it).
+const NOT_SEEN: u64 = u64::MAX;
+
 /// Written by the owner thread only.
 #[derive(Default)]
 struct OwnerSide {
-    /// The owner's latest clock reading: no later than any add it makes until the ring is
-    /// drained again (it then reads the clock anew).
+    /// The owner's latest clock reading (see `Shard::reading`).
     reading: AtomicU64,
-    /// `flushes` when `reading` was taken.
+    /// `flushes` when `reading` was taken by an unstamped add, else `NOT_SEEN` (starts at 0,
+    /// which `attach` forgets before any add).
     seen_flushes: AtomicU64,
     /// Adds allowed before `max_pending` is looked at again.
     budget: AtomicU64,
@@ -234,7 +237,9 @@ impl Shard {
 
     /// Makes this thread the owner (`None` if the shard has one).
     pub(crate) fn attach(&self) -> Option<OwnerToken> {
-        self.slots.attach()
+        let token = self.slots.attach()?;
+        self.forget_reading();
+        Some(token)
     }
 
     /// The owner leaves; the shard waits for the next one, its tasks where they are.
@@ -249,24 +254,38 @@ impl Shard {
 
     // ----- the owner's side of an add -----
 
-    /// The owner's clock reading, read again if the ring has been drained since it was taken.
+    /// A clock reading no later than now for an unstamped add, which is about to record itself
+    /// in the ring: the owner's last such reading while the ring has not been drained since,
+    /// else a fresh one. The record makes the tick thread drain the ring within a tick (see
+    /// `cover`), so a reading is reused for about a tick at most: it dates the add for lateness
+    /// (`meant`) and for when the tick thread must look.
     #[inline]
     pub(crate) fn reading(&self, clock: &dyn tickwheel_reaper::Clock) -> u64 {
         let flushes = self.consumer.flushes.load(Acquire);
         if flushes == self.owner.seen_flushes.load(Relaxed) {
             self.owner.reading.load(Relaxed)
         } else {
-            self.read(clock)
+            let now = clock.now();
+            self.owner.seen_flushes.store(flushes, Relaxed);
+            self.owner.reading.store(now, Relaxed);
+            now
         }
     }
 
-    /// A fresh clock reading for the owner, remembered with the drain count it follows.
+    /// A fresh clock reading for the owner, for this add only: an add that leaves no unstamped
+    /// record in the ring makes nobody drain it soon, so its reading could stay in use for as
+    /// long as the thread goes on adding (an hour-old `meant`, measured as an hour late).
     pub(crate) fn read(&self, clock: &dyn tickwheel_reaper::Clock) -> u64 {
-        let flushes = self.consumer.flushes.load(Acquire);
         let now = clock.now();
-        self.owner.seen_flushes.store(flushes, Relaxed);
+        self.forget_reading();
         self.owner.reading.store(now, Relaxed);
         now
+    }
+
+    /// Makes the next unstamped add read the clock (a new owner: the reading it finds is
+    /// another thread's, or another timer's, and may be hours old).
+    pub(crate) fn forget_reading(&self) {
+        self.owner.seen_flushes.store(NOT_SEEN, Relaxed);
     }
 
     /// `max_pending`: takes one add from the owner's budget, refilling it from the whole timer's

@@ -19,9 +19,6 @@ impl Shard {
     ) -> u64 {
         let mut locked = self.locked.lock();
         self.drain_ring(&mut locked, clock, due);
-        self.owner
-            .seen_flushes
-            .store(self.consumer.flushes.load(Relaxed), Relaxed);
         if let Some(rec) = extra {
             let (i, generation) = ring::split(rec);
             if self.slots.get(i).word().is(generation, QUEUED) {
@@ -88,6 +85,13 @@ impl Shard {
             return s.deadline.load(Relaxed);
         }
         s.deadline.load(Acquire)
+    }
+
+    /// The deadline slot `i` was stamped with, if it was: as `stamped_deadline`, without
+    /// stamping anything (`None` while the task waits in the ring or the young queue unstamped).
+    pub(crate) fn deadline_if_stamped(&self, i: u32) -> Option<u64> {
+        let w = self.slots.get(i).word();
+        (w.state() != QUEUED || w.has(STAMPED)).then(|| self.stamped_deadline(i))
     }
 
     /// Takes every record out of the ring and files each still-`QUEUED` task: into the wheel, or
