@@ -191,6 +191,12 @@ impl TimerHandle {
         self.shard().stamped_deadline(self.slot())
     }
 
+    /// The deadline the task was stamped with, if it was (stamps nothing; see
+    /// [`deadline`](Self::deadline) for the stamp on demand).
+    pub(crate) fn deadline_if_stamped_ns(&self) -> Option<u64> {
+        self.shard().deadline_if_stamped(self.slot())
+    }
+
     /// Time left until [`deadline`](Self::deadline), on the timer's clock: zero if it is due.
     pub fn remaining(&self) -> Option<Duration> {
         let at = self.deadline()?;

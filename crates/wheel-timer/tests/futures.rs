@@ -13,34 +13,7 @@ use std::time::{Duration, Instant};
 use tickwheel::{InlineExecutor, Interval, ManualClock, MisfirePolicy, Sleep, TimeoutError, Timer};
 
 mod support;
-use support::{MS, Rng, SEC, manual};
-
-/// A waker that counts its wake-ups.
-#[derive(Default)]
-struct Count(AtomicUsize);
-
-impl Wake for Count {
-    fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, SeqCst);
-    }
-}
-
-fn counter() -> (Arc<Count>, Waker) {
-    let c = Arc::new(Count::default());
-    (c.clone(), Waker::from(c))
-}
-
-fn poll<F: Future + Unpin>(f: &mut F, waker: &Waker) -> Poll<F::Output> {
-    Pin::new(f).poll(&mut Context::from_waker(waker))
-}
-
-/// One poll of `interval.tick()` (a fresh tick future each time: cancel-safety in action).
-fn tick(interval: &mut Interval, waker: &Waker) -> Option<Instant> {
-    match pin!(interval.tick()).poll(&mut Context::from_waker(waker)) {
-        Poll::Ready(at) => Some(at),
-        Poll::Pending => None,
-    }
-}
+use support::{MS, Rng, SEC, batched, counter, manual, poll, tick};
 
 #[test]
 fn sleep_completes_at_its_deadline_and_not_before() {
@@ -478,45 +451,6 @@ fn an_interval_is_a_stream_that_ends_at_shutdown() {
     assert_eq!(next(&mut every), Poll::Ready(None));
 }
 
-/// A hand-moved clock that says it follows real time, so the timer stamps long sleeps in
-/// batches as it does on the real clock, while every reading stays known: a stamp from any
-/// reading is the frozen time plus the delay. (Its instants are a year ahead, so the tick thread
-/// never sleeps towards one; it waits for a move.)
-#[derive(Clone)]
-struct Batched {
-    hand: ManualClock,
-    origin: Instant,
-}
-
-impl tickwheel::Clock for Batched {
-    fn now(&self) -> u64 {
-        tickwheel::Clock::now(&self.hand)
-    }
-
-    fn instant_of(&self, t: u64) -> Option<Instant> {
-        Some(self.origin + Duration::from_nanos(t))
-    }
-
-    fn attach(&self, driver: std::sync::Weak<dyn tickwheel::Driver>) {
-        tickwheel::Clock::attach(&self.hand, driver);
-    }
-}
-
-fn batched() -> (ManualClock, Timer) {
-    let hand = ManualClock::new();
-    hand.advance(5 * SEC); // so that a delay is never mistaken for a deadline
-    let clock = Batched {
-        hand: hand.clone(),
-        origin: Instant::now() + Duration::from_secs(365 * 86_400),
-    };
-    let timer = Timer::builder()
-        .clock(clock)
-        .executor(Arc::new(InlineExecutor::new()))
-        .build()
-        .unwrap();
-    (hand, timer)
-}
-
 #[test]
 fn a_sleep_stamped_in_a_batch_knows_its_deadline_however_it_ends() {
     let (hand, timer) = batched();
@@ -587,4 +521,28 @@ fn a_sleep_outliving_its_timer_never_arms_in_the_next_one() {
     Pin::new(&mut sleep).reset(next.now() + SEC);
     assert!(poll(&mut sleep, &waker).is_ready() && sleep.is_shutdown());
     assert_eq!(next.pending(), 1, "armed in a timer it does not belong to");
+}
+
+#[test]
+fn a_long_sleep_after_an_hour_without_one_is_dated_by_a_fresh_reading() {
+    let (hand, timer) = batched();
+    let (_, waker) = counter();
+    // Short: stamped at once from a reading taken for it, which leaves nothing in the ring
+    // (so no drain tells the thread its reading is old).
+    let mut short = timer.sleep(MS);
+    hand.advance(MS);
+    assert!(poll(&mut short, &waker).is_ready());
+    hand.advance(3600 * SEC);
+    let mut long = timer.sleep(10 * SEC);
+    assert!(poll(&mut long, &waker).is_pending());
+    hand.advance(MS);
+    hand.advance(10 * SEC);
+    assert!(poll(&mut long, &waker).is_ready() && long.is_elapsed());
+    let stats = timer.stats();
+    assert_eq!(stats.fired, 2);
+    assert!(
+        stats.lateness_max <= 2 * MS,
+        "lateness counted from an hour-old reading: {:?}",
+        stats.lateness_max
+    );
 }

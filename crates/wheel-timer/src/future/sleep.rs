@@ -205,6 +205,10 @@ impl Sleep {
             // The cancel drops the task's hold on the waiter: fetch its line while the slot's
             // comes in, not after.
             crate::prefetch::line(Arc::as_ptr(&self.waiter));
+            if self.deadline.is_none() {
+                // Kept if it was stamped (the slot's line is needed for the cancel anyway).
+                self.deadline = h.deadline_if_stamped_ns();
+            }
             h.cancel();
         }
     }
@@ -232,9 +236,14 @@ impl Sleep {
         }
     }
 
-    /// The deadline, unless it is unknown for good (see `deadline_ns`).
+    /// The deadline if it is known without stamping it (for `Debug`, which should not take
+    /// the shard's lock and drain its ring, handing out due tasks on the caller's thread).
     fn known_deadline(&self) -> Option<Instant> {
-        (self.deadline.is_some() || self.handle.is_some()).then(|| self.deadline())
+        let ns = match self.deadline {
+            Some(d) => Some(d),
+            None => self.handle.as_ref()?.deadline_if_stamped_ns(),
+        };
+        ns.map(|d| instant_at(self.timer.origin, d))
     }
 
     /// Ready with how the current arming ended.

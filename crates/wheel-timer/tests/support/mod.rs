@@ -3,10 +3,14 @@
 //! what it needs.)
 #![allow(dead_code)]
 
+use std::future::Future;
+use std::pin::{Pin, pin};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, Once};
-use std::time::Duration;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
 
-use tickwheel::{Executor, InlineExecutor, Job, ManualClock, Timer};
+use tickwheel::{Executor, InlineExecutor, Interval, Job, ManualClock, Timer};
 
 pub(crate) const MS: Duration = Duration::from_millis(1);
 pub(crate) const SEC: Duration = Duration::from_secs(1);
@@ -111,4 +115,70 @@ pub(crate) fn silence_boom() {
             }
         }));
     });
+}
+
+/// A waker that counts its wake-ups.
+#[derive(Default)]
+pub(crate) struct Count(pub(crate) AtomicUsize);
+
+impl Wake for Count {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+pub(crate) fn counter() -> (Arc<Count>, Waker) {
+    let c = Arc::new(Count::default());
+    (c.clone(), Waker::from(c))
+}
+
+pub(crate) fn poll<F: Future + Unpin>(f: &mut F, waker: &Waker) -> Poll<F::Output> {
+    Pin::new(f).poll(&mut Context::from_waker(waker))
+}
+
+/// A hand-moved clock that says it follows real time, so the timer stamps long sleeps in
+/// batches as it does on the real clock, while every reading stays known: a stamp from any
+/// reading is the frozen time plus the delay. (Its instants are a year ahead, so the tick thread
+/// never sleeps towards one; it waits for a move.)
+#[derive(Clone)]
+pub(crate) struct Batched {
+    pub(crate) hand: ManualClock,
+    pub(crate) origin: Instant,
+}
+
+impl tickwheel::Clock for Batched {
+    fn now(&self) -> u64 {
+        tickwheel::Clock::now(&self.hand)
+    }
+
+    fn instant_of(&self, t: u64) -> Option<Instant> {
+        Some(self.origin + Duration::from_nanos(t))
+    }
+
+    fn attach(&self, driver: std::sync::Weak<dyn tickwheel::Driver>) {
+        tickwheel::Clock::attach(&self.hand, driver);
+    }
+}
+
+pub(crate) fn batched() -> (ManualClock, Timer) {
+    let hand = ManualClock::new();
+    hand.advance(5 * SEC); // so that a delay is never mistaken for a deadline
+    let clock = Batched {
+        hand: hand.clone(),
+        origin: Instant::now() + Duration::from_secs(365 * 86_400),
+    };
+    let timer = Timer::builder()
+        .clock(clock)
+        .executor(Arc::new(InlineExecutor::new()))
+        .build()
+        .unwrap();
+    (hand, timer)
+}
+
+/// One poll of `interval.tick()` (a fresh tick future each time: cancel-safety in action).
+pub(crate) fn tick(interval: &mut Interval, waker: &Waker) -> Option<Instant> {
+    match pin!(interval.tick()).poll(&mut Context::from_waker(waker)) {
+        Poll::Ready(at) => Some(at),
+        Poll::Pending => None,
+    }
 }
