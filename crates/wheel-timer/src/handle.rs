@@ -7,7 +7,7 @@ use tickwheel_reaper::duration_to_ns;
 
 use crate::loom::atomic::Ordering::*;
 use crate::registry::{self, ShardRef};
-use crate::word::{CANCELLED, DUE, QUEUED, RETURNED, RUNNING, STOP, VACANT, WAITING, Word};
+use crate::word::{CANCELLED, DUE, QUEUED, RETURNED, RUNNING, STOP, WAITING, Word};
 
 /// Where a task is, from [`TimerHandle::state`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -289,24 +289,8 @@ impl Drop for TimerHandle {
 impl TimerHandle {
     /// A handle dropped while its task lives on, or not the last one: one fewer in the count.
     #[inline(never)]
-    fn drop_slow(&self, mut w: Word) {
-        let shard = self.shard();
-        let s = shard.slots.get(self.slot());
-        loop {
-            let next = w.minus_handle();
-            if next == w {
-                return; // a sticky count: the slot stays pinned
-            }
-            match s.word.compare_exchange_weak(w.0, next.0, AcqRel, Acquire) {
-                Ok(_) => {
-                    if next.state() == VACANT {
-                        shard.slots.release(self.slot());
-                    }
-                    return;
-                }
-                Err(actual) => w = Word(actual),
-            }
-        }
+    fn drop_slow(&self, w: Word) {
+        self.shard().let_go(self.slot(), w);
     }
 }
 

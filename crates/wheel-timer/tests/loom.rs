@@ -477,3 +477,43 @@ fn sleep_poll_races_fire() {
         );
     });
 }
+
+/// The tick thread stamps a record out of the ring while the task's owner cancels it and adds
+/// another task, which the free list puts in the same slot at once: the stamp must not land on
+/// the new task, which fires at its own deadline, not early and not later than a few ticks.
+#[test]
+fn stamping_races_cancel_and_reuse_of_the_slot() {
+    loom::model(|| {
+        let clock = StepClock::new();
+        let timer = Arc::new(stepping(&clock));
+        let runs = Arc::new(AtomicUsize::new(0));
+        let (t, c, r) = (timer.clone(), clock.clone(), runs.clone());
+        let owner = loom::thread::spawn(move || {
+            let first = t.add_or_submit(Task::after(Duration::from_secs(1), || {}));
+            let first = first.unwrap();
+            assert!(first.cancel());
+            drop(first); // its slot is free again, first on this thread's list
+            let added_at = c.now();
+            let second = t.add_or_submit(Task::after(Duration::from_secs(2), counting(&r)));
+            (added_at, second)
+        });
+        clock.kick(clock.now()); // a round that drains the ring while the owner works
+        let (added_at, second) = owner.join().unwrap();
+        let second = second.unwrap();
+        clock.kick(clock.now()); // and one that stamps the second task now, a few reads after its add
+        let delay = 2_000 * NS_PER_MS;
+        clock.set(added_at + delay - 1);
+        assert_eq!(
+            runs.load(SeqCst),
+            0,
+            "the second task ran before its deadline"
+        );
+        clock.set(added_at + delay + 50 * NS_PER_MS);
+        assert_eq!(
+            runs.load(SeqCst),
+            1,
+            "the second task did not run by its deadline"
+        );
+        timer.shutdown();
+    });
+}

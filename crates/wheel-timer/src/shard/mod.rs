@@ -46,7 +46,7 @@ use crate::slot::{OwnerToken, Run};
 use crate::slots::Slots;
 use crate::task::Work;
 use crate::word::{
-    CANCELLED, DUE, PERIODIC, QUEUED, RETURNED, RUNNING, STAMPED, STOP, WAITING, WAKE, Word,
+    CANCELLED, DUE, PERIODIC, QUEUED, RETURNED, RUNNING, STAMPED, STOP, VACANT, WAITING, WAKE, Word,
 };
 
 /// A task found due: what its job needs to find and run it.
@@ -280,6 +280,27 @@ impl Shard {
         self.forget_reading();
         self.owner.reading.store(now, Relaxed);
         now
+    }
+
+    /// Takes one hold (a handle, or `stamp`'s pin) off slot `i`, whose word was last seen as
+    /// `w`: the last hold on a final task frees the slot.
+    pub(crate) fn let_go(&self, i: u32, mut w: Word) {
+        let s = self.slots.get(i);
+        loop {
+            let next = w.minus_handle();
+            if next == w {
+                return; // a sticky count: the slot stays pinned
+            }
+            match s.word.compare_exchange_weak(w.0, next.0, AcqRel, Acquire) {
+                Ok(_) => {
+                    if next.state() == VACANT {
+                        self.slots.release(i);
+                    }
+                    return;
+                }
+                Err(actual) => w = Word(actual),
+            }
+        }
     }
 
     /// Makes the next unstamped add read the clock (a new owner: the reading it finds is

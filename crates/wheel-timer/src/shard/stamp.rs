@@ -137,10 +137,15 @@ impl Shard {
     ) {
         let (i, generation) = ring::split(rec);
         let s = self.slots.get(i);
-        let w = s.word();
-        if !w.is(generation, QUEUED) {
+        // Pinned (one more handle) while its fields are written: a cancel takes no lock while
+        // the task is `QUEUED`, and without the pin could end it and free the slot, and the
+        // owner's next add take the slot, between the check and the writes, which would then
+        // give the new task this one's deadline (loom
+        // `stamping_races_cancel_and_reuse_of_the_slot`: early). With it, a cancel leaves the
+        // slot to the unpin below.
+        let Some(w) = s.transition(generation, |w| w.state() == QUEUED, Word::plus_handle) else {
             return; // cancelled, rolled back or returned since: nothing to file
-        }
+        };
         let (deadline, meant) = if w.has(STAMPED) {
             (s.deadline.load(Relaxed), s.meant.load(Relaxed))
         } else {
@@ -152,30 +157,31 @@ impl Shard {
         };
         s.deadline.store(deadline, Relaxed);
         s.meant.store(meant, Relaxed);
+        // Each move out of the pin unpins in the same compare-and-swap.
+        let moved = |to: fn(Word) -> Word| {
+            let moved = s.transition(
+                generation,
+                |w| w.state() == QUEUED,
+                |w| to(w).minus_handle(),
+            );
+            if moved.is_none() {
+                self.let_go(i, s.word()); // cancelled meanwhile
+            }
+            moved.is_some()
+        };
         // Due by the clock, or by the wheel's (which may lag the clock in a shard not collected
         // lately): a deadline at the end of time is never left in the wheel, where it would
         // read as "never".
         if deadline <= now.max(locked.wheel.now()) {
-            if s.transition(generation, |w| w.state() == QUEUED, |w| w.with_state(DUE))
-                .is_some()
-            {
+            if moved(|w| w.with_state(DUE)) {
                 bump(&self.in_lock.left);
                 due.push(self.fire(i, generation, deadline, meant));
             }
         } else if young && deadline - now >= 2 * self.young_ns() {
-            if s.transition(generation, |w| w.state() == QUEUED, |w| w.with(STAMPED))
-                .is_some()
-            {
+            if moved(|w| w.with(STAMPED)) {
                 self.push_young(locked, rec, now);
             }
-        } else if s
-            .transition(
-                generation,
-                |w| w.state() == QUEUED,
-                |w| w.with_state(WAITING),
-            )
-            .is_some()
-        {
+        } else if moved(|w| w.with_state(WAITING)) {
             let id = locked
                 .wheel
                 .insert(deadline, rec)
