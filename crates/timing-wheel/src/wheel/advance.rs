@@ -5,7 +5,7 @@
 use std::cmp::Reverse;
 use std::mem;
 
-use super::{Due, PREFETCH_AHEAD, RETAINED_CAPACITY, TimingWheel};
+use super::{Due, PREFETCH_AHEAD, RETAINED_CAPACITY, TOMB, TimingWheel};
 use crate::time::{bucket_span_mask, reached_tick};
 
 impl<T> TimingWheel<T> {
@@ -130,18 +130,19 @@ impl<T> TimingWheel<T> {
         let (level, slot) = self.split(id);
         let bucket = mem::take(&mut self.levels[level][slot]);
         let mut recs = bucket.recs;
-        if bucket.stale > 0 {
-            // Before the clock moves: liveness is judged by the entry's location.
-            self.retain_live(id, &mut recs);
-        }
         let last = start | bucket_span_mask(level as u32, self.bits);
         if last > target {
             debug_assert!(self.queue.peek().is_none_or(|(_, &Reverse(s))| s > target));
             self.cur = target;
         }
         for (i, &s) in recs.iter().enumerate() {
-            if let Some(&ahead) = recs.get(i + PREFETCH_AHEAD) {
+            if let Some(&ahead) = recs.get(i + PREFETCH_AHEAD)
+                && ahead != TOMB
+            {
                 self.slab.prefetch(ahead);
+            }
+            if s == TOMB {
+                continue; // a cancelled entry's record (the bucket is settled)
             }
             let due = self.slab.at(s).due();
             debug_assert!(start <= due && due <= last, "record outside its bucket");

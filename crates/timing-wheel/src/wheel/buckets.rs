@@ -6,7 +6,7 @@ use std::cmp::Reverse;
 use std::mem;
 
 use super::{
-    Bucket, COMPACT_MIN, OVERDUE, OverdueRec, PREFETCH_AHEAD, RETAINED_CAPACITY, TimingWheel,
+    Bucket, COMPACT_MIN, OVERDUE, OverdueRec, PREFETCH_AHEAD, RETAINED_CAPACITY, TOMB, TimingWheel,
 };
 use crate::time::{bucket_span_mask, bucket_start, level_for, max_levels, slot_for};
 
@@ -108,7 +108,7 @@ impl<T> TimingWheel<T> {
     }
 
     /// `forget`'s first half for bucket `loc`: takes the record at `pos` out if it is the last
-    /// one, else counts it stale.
+    /// one, else marks it [`TOMB`] and counts it stale.
     #[inline]
     fn count_stale(&mut self, loc: u32, pos: u32) {
         let (level, bucket_slot) = self.split(loc);
@@ -116,6 +116,7 @@ impl<T> TimingWheel<T> {
         if pos as usize + 1 == bucket.recs.len() {
             bucket.recs.pop();
         } else {
+            bucket.recs[pos as usize] = TOMB;
             bucket.stale += 1;
         }
     }
@@ -188,7 +189,7 @@ impl<T> TimingWheel<T> {
                 self.queue.remove(&id);
             }
         } else if bucket.stale > 0 {
-            self.retain_live(id, &mut recs);
+            self.retain_live(&mut recs);
         }
         if oversized(&recs) {
             recs.shrink_to(2 * recs.len());
@@ -198,21 +199,23 @@ impl<T> TimingWheel<T> {
         bucket.stale = 0;
     }
 
-    /// Keeps the live records of bucket `id` (taken out of it as `recs`), in their order, and
-    /// points their entries at their new indexes. Must run before the clock moves past the
-    /// bucket's start: a record is live if its entry is occupied, located in `id` and at its
-    /// index, and the location is by the clock. One pass, slab lines prefetched ahead.
-    pub(super) fn retain_live(&mut self, id: u32, recs: &mut Vec<u32>) {
+    /// Keeps the live records of a settled bucket (taken out of it as `recs`), in their order,
+    /// and points the entries of those that move at their new indexes. One pass; the slab is
+    /// written only for the records that move (its lines prefetched ahead), and never read.
+    pub(super) fn retain_live(&mut self, recs: &mut Vec<u32>) {
         let mut kept = 0;
         for i in 0..recs.len() {
-            if let Some(&ahead) = recs.get(i + PREFETCH_AHEAD) {
+            if let Some(&ahead) = recs.get(i + PREFETCH_AHEAD)
+                && ahead != TOMB
+            {
                 self.slab.prefetch(ahead);
             }
             let s = recs[i];
-            let e = self.slab.at(s);
-            if e.item().is_some() && e.pos() as usize == i && self.locate(e.due()) == id {
-                recs[kept] = s;
-                self.slab.set_pos(s, kept as u32);
+            if s != TOMB {
+                if kept != i {
+                    recs[kept] = s;
+                    self.slab.set_pos(s, kept as u32);
+                }
                 kept += 1;
             }
         }

@@ -2,7 +2,7 @@
 
 use std::cmp::Reverse;
 
-use super::{COMPACT_MIN, SETTLE_BATCH, TimingWheel};
+use super::{COMPACT_MIN, SETTLE_BATCH, TOMB, TimingWheel};
 
 impl<T> TimingWheel<T> {
     /// Checks every invariant in the module docs. O(size of the wheel): tests only.
@@ -12,15 +12,23 @@ impl<T> TimingWheel<T> {
         for (level, buckets) in self.levels.iter().enumerate() {
             for (slot, b) in buckets.iter().enumerate() {
                 let id = ((level as u32) << self.bits) | slot as u32;
-                let mut live = 0;
+                let (mut live, mut tombs) = (0, 0);
                 for (i, &s) in b.recs.iter().enumerate() {
+                    if s == TOMB {
+                        tombs += 1;
+                        continue;
+                    }
                     let e = self.slab.at(s);
                     // Any other record is stale: its entry is vacant, elsewhere, or at another
-                    // index (the bucket's `retain_live` rule).
+                    // index.
                     if e.item().is_some() && e.pos() as usize == i && self.locate(e.due()) == id {
                         live += 1;
                     }
                 }
+                assert_eq!(
+                    tombs, b.stale as usize,
+                    "bucket {level}/{slot}: every stale record settled, and only those, is a tomb"
+                );
                 let stale = b.recs.len() - live;
                 let unsettled = self
                     .unsettled

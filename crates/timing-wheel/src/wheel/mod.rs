@@ -55,7 +55,7 @@
 //! | what | rule |
 //! |------|------|
 //! | location | an occupied entry's location is `locate(entry.due)` for the current clock `cur`: the overdue list if `due <= cur`, else bucket `level_for(cur, due)` |
-//! | records | each occupied entry has exactly one live record, naming its slot, in its location at index `entry.pos`; the overdue list holds nothing else; a bucket may also hold stale records (any other: its slot's entry is vacant, located elsewhere, or at another index), `stale` of them plus those of its unsettled cancels, with `stale < COMPACT_MIN` or `stale <= live` once settled |
+//! | records | each occupied entry has exactly one live record, naming its slot, in its location at index `entry.pos`; the overdue list holds nothing else; a bucket may also hold stale records (any other: its slot's entry is vacant, located elsewhere, or at another index): `stale` of them, each overwritten with `TOMB`, plus those of its unsettled cancels, with `stale < COMPACT_MIN` or `stale <= live` once settled |
 //! | unsettled | at most `SETTLE_BATCH` cancels of bucketed entries wait for their bucket bookkeeping (`Unsettled`); every advance and reschedule settles them first |
 //! | queue | a bucket above level 1 is in the queue iff it holds a record, keyed by its first tick; every bucket in the queue starts after `cur` and holds a live record, or a record of an unsettled cancel (a settled bucket left with only stale records is emptied) |
 //! | occupancy | a level-0 or level-1 bucket's bit is set iff it holds a record; every such bucket starts after `cur`, within `cur`'s bucket of the level above (its digit is past the clock's) |
@@ -96,6 +96,10 @@ const PREFETCH_AHEAD: usize = 16;
 /// Location id of the overdue list; bucket ids are `level << bits | slot`, far below this.
 const OVERDUE: u32 = u32::MAX;
 
+/// A stale bucket record once its cancel (or move) is settled: no slot has this index (the slab
+/// holds at most `u32::MAX - 1` entries).
+const TOMB: u32 = u32::MAX;
+
 /// Levels whose non-empty buckets are kept in bitmaps rather than in the delay queue: 0 and 1.
 /// A stepped drive pops a level-1 bucket about every 64 ticks it pops a level-0 one, and each
 /// went through the queue's hashing and sifting, twice (push and pop); W1 (1M timers, 1 ms..24 h)
@@ -132,13 +136,18 @@ impl TimerId {
 ///
 /// A cancel does not take its record out: that meant a store into the middle of a bucket that
 /// may hold millions of records, and a second entry to fix up (the one moved into the hole), two
-/// cache misses on top of the entry's own, 70% of a purgatory workload's time (W2). It counts the
-/// record stale instead; a bucket whose stale records outnumber its live ones (and at least
-/// `COMPACT_MIN` of them) is compacted in one prefetched sweep, and one whose live count falls to
-/// zero is emptied, both when the cancels are settled (see [`Unsettled`]). So a settled bucket
-/// holds at most `max(live, COMPACT_MIN - 1)` stale records, and
-/// a stale record costs only memory until then: a record is live exactly when the entry in its
-/// slot says its record is here (occupied, located in this bucket, `pos` = the record's index).
+/// cache misses on top of the entry's own, 70% of a purgatory workload's time (W2). When it is
+/// settled (see [`Unsettled`]) its record is overwritten with [`TOMB`] and counted stale instead,
+/// one store that waits for nothing; a bucket whose stale records outnumber its live ones (and at
+/// least `COMPACT_MIN` of them) is compacted in one sweep, and one whose live count falls to zero
+/// is emptied. So a settled bucket holds at most `max(live, COMPACT_MIN - 1)` stale records, and
+/// a stale record costs only memory until then.
+///
+/// The mark is what lets a sweep pass a stale record without reading its slot's entry: a
+/// compaction, and the flush of a due bucket, visit the slab only for live records (a compaction
+/// only for those it moves). Without it, telling a stale record from a live one took the entry's
+/// line, a cache miss per record at a million timers: 30% of W2 purgatory's time went to
+/// compactions that mostly read entries of records they then dropped.
 #[derive(Debug, Default)]
 struct Bucket {
     recs: Vec<u32>,
