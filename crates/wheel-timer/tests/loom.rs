@@ -478,6 +478,58 @@ fn sleep_poll_races_fire() {
     });
 }
 
+/// The owner's own drain (a short delay is filed at once, and drains the ring with it) stamps a
+/// task's record while another thread cancels that task and drops its handle; then the owner adds
+/// again, and the free list may give it the cancelled task's slot. The owner's drain does not pin
+/// the slot (only the owner takes slots, so none is taken during its drain): the cancelled task
+/// never runs, the short one and the new one run once each, not before their deadlines.
+#[test]
+fn owner_drain_races_cancel_and_reuse_of_the_slot() {
+    loom::model(|| {
+        let clock = StepClock::new();
+        let timer = stepping(&clock);
+        let (cancelled, short, second) = (
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicUsize::new(0)),
+        );
+        let first = timer
+            .add_or_submit(Task::after(Duration::from_secs(1), counting(&cancelled)))
+            .unwrap();
+        let canceller = loom::thread::spawn(move || first.cancel()); // and drops the handle
+        let start = clock.now();
+        timer
+            .add_or_submit(Task::after(50 * MS, counting(&short)))
+            .unwrap();
+        assert!(canceller.join().unwrap(), "a waiting task is cancellable");
+        let added_at = clock.now();
+        let delay = 2_000 * NS_PER_MS;
+        timer
+            .add_or_submit(Task::after(Duration::from_nanos(delay), counting(&second)))
+            .unwrap();
+        clock.kick(clock.now()); // a round that stamps the second task
+        // (Each read of the stepping clock moves it 1 ms: far fewer than 50 happen before this.)
+        clock.set(start + 50 * NS_PER_MS - 1);
+        assert_eq!(short.load(SeqCst), 0, "the short task ran early");
+        clock.set(added_at + delay - 1);
+        assert_eq!(short.load(SeqCst), 1, "the short task did not run");
+        assert_eq!(
+            second.load(SeqCst),
+            0,
+            "the new task ran before its deadline"
+        );
+        clock.set(added_at + delay + 50 * NS_PER_MS);
+        assert_eq!(
+            second.load(SeqCst),
+            1,
+            "the new task did not run by its deadline"
+        );
+        assert_eq!(cancelled.load(SeqCst), 0, "ran after cancel returned true");
+        assert_eq!(timer.pending(), 0);
+        assert!(timer.shutdown().is_empty());
+    });
+}
+
 /// The tick thread stamps a record out of the ring while the task's owner cancels it and adds
 /// another task, which the free list puts in the same slot at once: the stamp must not land on
 /// the new task, which fires at its own deadline, not early and not later than a few ticks.
@@ -499,7 +551,7 @@ fn stamping_races_cancel_and_reuse_of_the_slot() {
         });
         clock.kick(clock.now()); // a round that drains the ring while the owner works
         let (added_at, second) = owner.join().unwrap();
-        let second = second.unwrap();
+        let _second = second.unwrap(); // (its handle: kept to the end)
         clock.kick(clock.now()); // and one that stamps the second task now, a few reads after its add
         let delay = 2_000 * NS_PER_MS;
         clock.set(added_at + delay - 1);

@@ -25,7 +25,7 @@ impl Shard {
                 // Its deadline is stamped; the owner's reading (taken for this add) dates it for
                 // the young queue.
                 let now = self.owner.reading.load(Relaxed);
-                self.stamp(&mut locked, rec, now, due, true);
+                self.stamp(&mut locked, rec, &self.stamping(now, true), due);
             }
         }
         // The ring is empty and its only producer is here: the wheel and the young queue say it
@@ -109,7 +109,7 @@ impl Shard {
         if batch.0 == batch.1 {
             return 0;
         }
-        let now = clock.now();
+        let stamping = self.stamping(clock.now(), true);
         let mut unstamped = 0;
         self.ring.consume(batch, |rec| {
             let (i, generation) = ring::split(rec);
@@ -117,33 +117,52 @@ impl Shard {
             let w = self.slots.get(i).word();
             if w.is(generation, QUEUED) {
                 unstamped += usize::from(!w.has(STAMPED));
-                self.stamp(locked, rec, now, due, true);
+                self.stamp(locked, rec, &stamping, due);
             }
         });
         self.consumer.flushes.fetch_add(1, Release);
         unstamped
     }
 
-    /// Files one `QUEUED` record (see `drain_ring`): due, into the young queue (if `young` and it
-    /// is due far enough out), or into the wheel. `now` is a clock reading taken after the add.
+    /// What the stamps of one drain (or one filing of young tasks) at clock time `now` share;
+    /// `young`: far tasks may go to the young queue.
+    pub(super) fn stamping(&self, now: u64, young: bool) -> Stamping {
+        Stamping {
+            now,
+            young: young.then(|| (2 * self.young_ns(), self.file_at(now))),
+            owner: self.slots.owned_here(),
+        }
+    }
+
+    /// Files one `QUEUED` record (see `drain_ring`): due, into the young queue (if the stamping
+    /// allows it and it is due far enough out), or into the wheel.
     #[inline(never)]
     pub(super) fn stamp(
         &self,
         locked: &mut Locked,
         rec: u64,
-        now: u64,
+        stamping: &Stamping,
         due: &mut Vec<Due<Fire>>,
-        young: bool,
     ) {
         let (i, generation) = ring::split(rec);
         let s = self.slots.get(i);
-        // Pinned (one more handle) while its fields are written: a cancel takes no lock while
-        // the task is `QUEUED`, and without the pin could end it and free the slot, and the
-        // owner's next add take the slot, between the check and the writes, which would then
-        // give the new task this one's deadline (loom
+        let now = stamping.now;
+        // Pinned (one more handle) while its fields are written, unless this thread owns the
+        // shard: a cancel takes no lock while the task is `QUEUED`, and without the pin could
+        // end it and free the slot, and the owner's next add take the slot, between the check
+        // and the writes, which would then give the new task this one's deadline (loom
         // `stamping_races_cancel_and_reuse_of_the_slot`: early). With it, a cancel leaves the
-        // slot to the unpin below.
-        let Some(w) = s.transition(generation, |w| w.state() == QUEUED, Word::plus_handle) else {
+        // slot to the unpin below. Only the owner takes slots, so while the owner stamps, a
+        // slot a cancel frees stays vacant (the writes land in a vacant slot, and the filing's
+        // compare-and-swap fails on its generation): the owner's drains, most of them when
+        // one thread adds fast, skip a compare-and-swap per task.
+        let pinned = !stamping.owner;
+        let w = if pinned {
+            s.transition(generation, |w| w.state() == QUEUED, Word::plus_handle)
+        } else {
+            Some(s.word()).filter(|w| w.is(generation, QUEUED))
+        };
+        let Some(w) = w else {
             return; // cancelled, rolled back or returned since: nothing to file
         };
         let (deadline, meant) = if w.has(STAMPED) {
@@ -162,9 +181,9 @@ impl Shard {
             let moved = s.transition(
                 generation,
                 |w| w.state() == QUEUED,
-                |w| to(w).minus_handle(),
+                |w| if pinned { to(w).minus_handle() } else { to(w) },
             );
-            if moved.is_none() {
+            if moved.is_none() && pinned {
                 self.let_go(i, s.word()); // cancelled meanwhile
             }
             moved.is_some()
@@ -177,9 +196,11 @@ impl Shard {
                 bump(&self.in_lock.left);
                 due.push(self.fire(i, generation, deadline, meant));
             }
-        } else if young && deadline - now >= 2 * self.young_ns() {
+        } else if let Some((far, file_at)) = stamping.young
+            && deadline - now >= far
+        {
             if moved(|w| w.with(STAMPED)) {
-                self.push_young(locked, rec, now);
+                self.push_young(locked, rec, file_at);
             }
         } else if moved(|w| w.with_state(WAITING)) {
             let id = locked
@@ -300,6 +321,17 @@ impl Shard {
         locked.young.clear(); // QUEUED: the same
         self.consumer.next_wake.store(u64::MAX, SeqCst);
     }
+}
+
+/// What the stamps of one run share (`Shard::stamping`): computed once, not per task.
+pub(crate) struct Stamping {
+    /// The clock reading deadlines are stamped from: taken after the adds it stamps.
+    now: u64,
+    /// If far tasks may go young: how far out a deadline must be (clock ns), and when a task
+    /// made young now is filed.
+    young: Option<(u64, u64)>,
+    /// The stamping thread owns the shard (see `stamp`).
+    owner: bool,
 }
 
 impl tickwheel_reaper::Shard for Shard {

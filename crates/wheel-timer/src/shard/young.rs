@@ -34,6 +34,7 @@ impl Shard {
     /// Files the young tasks whose time came by clock time `now` (see the module docs); the
     /// ones cancelled meanwhile are skipped.
     pub(super) fn file_young(&self, locked: &mut Locked, now: u64, due: &mut Vec<Due<Fire>>) {
+        let stamping = self.stamping(now, false);
         while let Some(&Young { rec, file_at }) = locked.young.front() {
             if file_at > now {
                 break;
@@ -42,7 +43,7 @@ impl Shard {
             locked.young.pop_front();
             let (i, generation) = ring::split(rec);
             if self.slots.get(i).word().is(generation, QUEUED) {
-                self.stamp(locked, rec, now, due, false);
+                self.stamp(locked, rec, &stamping, due);
             }
         }
         let young = &mut locked.young;
@@ -78,13 +79,13 @@ impl Shard {
 
     /// Files a young task in the wheel now (a reschedule moves it there). Under the lock.
     pub(super) fn file_young_now(&self, locked: &mut Locked, rec: u64, due: &mut Vec<Due<Fire>>) {
-        let now = locked.wheel.now();
-        self.stamp(locked, rec, now, due, false); // its record in the queue is skipped later
+        let stamping = self.stamping(locked.wheel.now(), false);
+        self.stamp(locked, rec, &stamping, due); // its record in the queue is skipped later
     }
 
-    /// Queues the stamped record `rec` (made young at clock time `now`) for its filing. Under
+    /// Queues the stamped record `rec` for its filing at clock time `file_at` (see `file_at`). Under
     /// the lock.
-    pub(super) fn push_young(&self, locked: &mut Locked, rec: u64, now: u64) {
+    pub(super) fn push_young(&self, locked: &mut Locked, rec: u64, file_at: u64) {
         if locked.young.len() == locked.young.capacity() {
             // Full: drop the records of tasks cancelled meanwhile before it grows, so it holds
             // at most twice the young tasks still waiting, however long the clock stands still.
@@ -94,10 +95,7 @@ impl Shard {
                 locked.young.reserve(live); // mostly live: grow (the sweeps stay O(1) each)
             }
         }
-        locked.young.push_back(Young {
-            rec,
-            file_at: self.file_at(now),
-        });
+        locked.young.push_back(Young { rec, file_at });
     }
 
     /// How long a far task stays young, clock ns.
@@ -110,7 +108,7 @@ impl Shard {
     /// a multiple of `YOUNG_BATCH_TICKS`, so that the tick thread files a stream of them in one
     /// look per batch rather than one per tick.
     #[inline]
-    fn file_at(&self, now: u64) -> u64 {
+    pub(super) fn file_at(&self, now: u64) -> u64 {
         let batch = self.bound.load(Relaxed).saturating_mul(YOUNG_BATCH_TICKS);
         now.saturating_add(self.young_ns())
             .checked_next_multiple_of(batch.max(1))
