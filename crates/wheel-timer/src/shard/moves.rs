@@ -135,7 +135,7 @@ impl Shard {
         let mut wake = u64::MAX;
         if s.word().is(generation, QUEUED) {
             // Stamp it (and the ring with it) first: it then has a place in the wheel to move.
-            let unstamped = self.drain_ring(&mut locked, clock, due);
+            let unstamped = self.drain_ring(&mut locked, clock, due, false);
             if s.word().is(generation, QUEUED) {
                 // Young (see `young.rs`): filed in the wheel now.
                 self.file_young_now(&mut locked, ring::record(i, generation), due);

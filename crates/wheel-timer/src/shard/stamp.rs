@@ -18,14 +18,14 @@ impl Shard {
         due: &mut Vec<Due<Fire>>,
     ) -> u64 {
         let mut locked = self.locked.lock();
-        self.drain_ring(&mut locked, clock, due);
+        self.drain_ring(&mut locked, clock, due, true);
         if let Some(rec) = extra {
             let (i, generation) = ring::split(rec);
             if self.slots.get(i).word().is(generation, QUEUED) {
                 // Its deadline is stamped; the owner's reading (taken for this add) dates it for
                 // the young queue.
                 let now = self.owner.reading.load(Relaxed);
-                self.stamp(&mut locked, rec, &self.stamping(now, true), due);
+                self.stamp(&mut locked, rec, &self.stamping(now, true, true), due);
             }
         }
         // The ring is empty and its only producer is here: the wheel and the young queue say it
@@ -58,7 +58,7 @@ impl Shard {
             let mut locked = self.locked.lock();
             if unstamped(s.word()) {
                 let now = clock.now();
-                let unstamped = self.drain_ring(&mut locked, clock, due);
+                let unstamped = self.drain_ring(&mut locked, clock, due, false);
                 wake = self.lower_after_drain(&locked, now, unstamped);
             }
         }
@@ -98,18 +98,20 @@ impl Shard {
     /// into `due` if the wheel's clock has passed its deadline. Unstamped deadlines are stamped
     /// from a clock reading taken after the ring's tail was read, so after every add it drains.
     /// Returns the number of unstamped tasks it stamped (the adds that want the next look within
-    /// a tick, see `wake_after_drain`).
+    /// a tick, see `wake_after_drain`). `by_owner`: called on the shard's owner thread, which
+    /// stamps without pinning (see `stamp`); other callers pass `false` even there.
     pub(super) fn drain_ring(
         &self,
         locked: &mut MutexGuard<'_, Locked>,
         clock: &dyn Clock,
         due: &mut Vec<Due<Fire>>,
+        by_owner: bool,
     ) -> usize {
         let batch = self.ring.published();
         if batch.0 == batch.1 {
             return 0;
         }
-        let stamping = self.stamping(clock.now(), true);
+        let stamping = self.stamping(clock.now(), true, by_owner);
         let mut unstamped = 0;
         self.ring.consume(batch, |rec| {
             let (i, generation) = ring::split(rec);
@@ -125,12 +127,15 @@ impl Shard {
     }
 
     /// What the stamps of one drain (or one filing of young tasks) at clock time `now` share;
-    /// `young`: far tasks may go to the young queue.
-    pub(super) fn stamping(&self, now: u64, young: bool) -> Stamping {
+    /// `young`: far tasks may go to the young queue; `by_owner`: the caller is the shard's owner
+    /// thread (told by the caller, not read: under loom a read of the owner word is one more
+    /// step to interleave in every drain).
+    pub(super) fn stamping(&self, now: u64, young: bool, by_owner: bool) -> Stamping {
+        debug_assert!(!by_owner || self.slots.owned_here());
         Stamping {
             now,
             young: young.then(|| (2 * self.young_ns(), self.file_at(now))),
-            owner: self.slots.owned_here(),
+            owner: by_owner,
         }
     }
 
@@ -147,15 +152,15 @@ impl Shard {
         let (i, generation) = ring::split(rec);
         let s = self.slots.get(i);
         let now = stamping.now;
-        // Pinned (one more handle) while its fields are written, unless this thread owns the
-        // shard: a cancel takes no lock while the task is `QUEUED`, and without the pin could
-        // end it and free the slot, and the owner's next add take the slot, between the check
-        // and the writes, which would then give the new task this one's deadline (loom
-        // `stamping_races_cancel_and_reuse_of_the_slot`: early). With it, a cancel leaves the
-        // slot to the unpin below. Only the owner takes slots, so while the owner stamps, a
-        // slot a cancel frees stays vacant (the writes land in a vacant slot, and the filing's
-        // compare-and-swap fails on its generation): the owner's drains, most of them when
-        // one thread adds fast, skip a compare-and-swap per task.
+        // Pinned (one more handle) while its fields are written, unless the owner thread stamps
+        // (its own drains, `flush_now`). A cancel takes no lock while the task is `QUEUED`, and
+        // without the pin could end it and free the slot, and the owner's next add take the
+        // slot, between the check and the writes, which would then give the new task this one's
+        // deadline (loom `stamping_races_cancel_and_reuse_of_the_slot`: early). With it, a
+        // cancel leaves the slot to the unpin below. Only the owner takes slots, so while the
+        // owner stamps, a slot a cancel frees stays vacant (the writes land in a vacant slot,
+        // and the filing's compare-and-swap fails on its generation): the owner's drains, most
+        // of them when one thread adds fast, skip a compare-and-swap per task.
         let pinned = !stamping.owner;
         let w = if pinned {
             s.transition(generation, |w| w.state() == QUEUED, Word::plus_handle)
@@ -330,7 +335,7 @@ pub(crate) struct Stamping {
     /// If far tasks may go young: how far out a deadline must be (clock ns), and when a task
     /// made young now is filed.
     young: Option<(u64, u64)>,
-    /// The stamping thread owns the shard (see `stamp`).
+    /// The stamping thread is the shard's owner (see `stamp`).
     owner: bool,
 }
 
@@ -344,7 +349,7 @@ impl tickwheel_reaper::Shard for Shard {
     fn collect(&self, clock: &dyn Clock, now: u64, due: &mut Vec<Due<Fire>>) {
         let mut locked = self.locked.lock();
         due.append(&mut locked.overdue);
-        let unstamped = self.drain_ring(&mut locked, clock, due);
+        let unstamped = self.drain_ring(&mut locked, clock, due, false);
         self.file_young(&mut locked, now, due);
         // The slot and the route word of each due task are cold with millions pending: ask for
         // them ahead of `fire`, which reads both.

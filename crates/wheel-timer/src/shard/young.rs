@@ -34,7 +34,7 @@ impl Shard {
     /// Files the young tasks whose time came by clock time `now` (see the module docs); the
     /// ones cancelled meanwhile are skipped.
     pub(super) fn file_young(&self, locked: &mut Locked, now: u64, due: &mut Vec<Due<Fire>>) {
-        let stamping = self.stamping(now, false);
+        let stamping = self.stamping(now, false, false);
         while let Some(&Young { rec, file_at }) = locked.young.front() {
             if file_at > now {
                 break;
@@ -79,7 +79,7 @@ impl Shard {
 
     /// Files a young task in the wheel now (a reschedule moves it there). Under the lock.
     pub(super) fn file_young_now(&self, locked: &mut Locked, rec: u64, due: &mut Vec<Due<Fire>>) {
-        let stamping = self.stamping(locked.wheel.now(), false);
+        let stamping = self.stamping(locked.wheel.now(), false, false);
         self.stamp(locked, rec, &stamping, due); // its record in the queue is skipped later
     }
 
