@@ -1,6 +1,7 @@
-//! Regression tests for the adversarial review of 2026-11-22 (issue 9): each test is named after
-//! the promise it guards and failed on the code the review ran against. (Item 7, the bare wheel's
-//! order after a panicking callback, is tested in the `timing-wheel` crate.)
+//! Regression tests for the adversarial reviews of 2026-11-22 (issue 9) and, at the end, of
+//! 2026-11-25 (the owner's drains): each test is named after the promise it guards and failed on
+//! the code the review ran against. (Item 7, the bare wheel's order after a panicking callback,
+//! is tested in the `timing-wheel` crate.)
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Barrier, Mutex};
@@ -377,4 +378,55 @@ fn cancelling_the_earliest_timer_costs_at_most_one_wake_up() {
         after - before
     );
     assert_eq!(timer.stats().fired, 0);
+}
+
+// From the adversarial review of 2026-11-25 (the owner's drains, issue 8).
+
+/// A tick the builder accepts, however coarse, never makes a task late by more than a tick or
+/// panics: with a tick of 2^55 ns (about 417 days), the young queue's threshold (512 ticks, 2^64
+/// ns) overflowed. Debug builds panicked in the add; release builds wrapped it to 0, so every
+/// task not yet due went to the young queue, to be filed at 2^63 ns: a 1 s task due at the
+/// first tick ran about 292 years late.
+#[test]
+fn a_coarse_tick_neither_overflows_nor_makes_a_task_late() {
+    let clock = ManualClock::new();
+    let timer = Timer::builder()
+        .tick(Duration::from_nanos(1 << 55))
+        .clock(clock.clone())
+        .executor(Arc::new(InlineExecutor::new()))
+        .build()
+        .expect("the builder accepts the tick");
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    let h = timer
+        .add_or_submit(Task::after(SEC, move || {
+            r.fetch_add(1, SeqCst);
+        }))
+        .expect("added");
+    assert!(h.deadline().is_some());
+    clock.advance(Duration::from_nanos(1 << 56));
+    assert_eq!(
+        ran.load(SeqCst),
+        1,
+        "a 1 s task did not run within two ticks"
+    );
+}
+
+/// The same tick on the real clock, where adds go through the ring: the owner's drain (a short
+/// add files at once) of a ring holding a cancelled record must not panic either.
+#[test]
+fn a_coarse_tick_on_the_real_clock_drains_without_a_panic() {
+    let timer = Timer::builder()
+        .tick(Duration::from_nanos(1 << 56))
+        .build()
+        .expect("the builder accepts the tick");
+    let h = timer
+        .add_or_submit(Task::after(Duration::MAX, || {}))
+        .expect("added");
+    assert!(h.cancel());
+    drop(h);
+    let h2 = timer.add_or_submit(Task::after(MS, || {})).expect("added");
+    assert!(h2.deadline().is_some());
+    assert!(h2.cancel());
+    assert!(timer.shutdown().is_empty());
 }

@@ -134,7 +134,7 @@ impl Shard {
         debug_assert!(!by_owner || self.slots.owned_here());
         Stamping {
             now,
-            young: young.then(|| (2 * self.young_ns(), self.file_at(now))),
+            young: young.then(|| (self.young_ns().saturating_mul(2), self.file_at(now))),
             owner: by_owner,
         }
     }
