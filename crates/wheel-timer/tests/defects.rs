@@ -430,3 +430,59 @@ fn a_coarse_tick_on_the_real_clock_drains_without_a_panic() {
     assert!(h2.cancel());
     assert!(timer.shutdown().is_empty());
 }
+
+/// Every tick the builder accepts, up to `u64::MAX` ns, on the manual clock: a one-shot task
+/// runs at the first tick, a repeating one runs, a sleep completes, a task at the end of time waits
+/// (unless the first tick is the end of time, where everything left is due and a repeating task
+/// ends), and nothing panics (debug builds check every overflow).
+#[test]
+fn every_accepted_tick_up_to_the_largest_works() {
+    for shift in [40, 50, 55, 56, 60, 62, 63, 64] {
+        let end_of_time = shift == 64;
+        let tick = Duration::from_nanos(if end_of_time { u64::MAX } else { 1 << shift });
+        let clock = ManualClock::new();
+        let timer = Timer::builder()
+            .tick(tick)
+            .clock(clock.clone())
+            .executor(Arc::new(InlineExecutor::new()))
+            .build()
+            .expect("the builder accepts the tick");
+        let (once, every) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (o, e) = (once.clone(), every.clone());
+        let one = timer
+            .add_or_submit(Task::after(SEC, move || {
+                o.fetch_add(1, SeqCst);
+            }))
+            .expect("added");
+        let rep = timer
+            .add_or_submit(Task::every(SEC, move || {
+                e.fetch_add(1, SeqCst);
+            }))
+            .expect("added");
+        let last = timer
+            .add_or_submit(Task::after(Duration::MAX, || {}))
+            .expect("added");
+        let mut sleep = std::pin::pin!(timer.sleep(SEC));
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(sleep.as_mut().poll(&mut cx).is_pending(), "tick 2^{shift}");
+        clock.advance(tick - Duration::from_nanos(1));
+        assert_eq!(once.load(SeqCst), 0, "tick 2^{shift}: early");
+        clock.advance(Duration::from_nanos(1));
+        assert_eq!(once.load(SeqCst), 1, "tick 2^{shift}: the 1 s task");
+        assert!(one.is_done());
+        assert!(
+            every.load(SeqCst) >= 1,
+            "tick 2^{shift}: the repeating task"
+        );
+        assert!(sleep.as_mut().poll(&mut cx).is_ready(), "tick 2^{shift}");
+        let state = rep.state();
+        assert_eq!(rep.cancel(), !end_of_time, "tick 2^{shift}: {state:?}");
+        assert_eq!(
+            last.is_done(),
+            end_of_time,
+            "tick 2^{shift}: the end of time"
+        );
+        let left = usize::from(!end_of_time);
+        assert_eq!(timer.shutdown().len(), left, "tick 2^{shift}");
+    }
+}
