@@ -1,8 +1,12 @@
-//! CPU time and context switches of this process and of one named thread, read from `/proc`.
+//! CPU time of this process, and CPU time and context switches of one named thread.
 //!
-//! Linux only; every reader returns `None` where `/proc` is missing or unreadable. CPU times come
-//! from the `utime` and `stime` fields of `stat` in clock ticks, assumed to be 100 per second
-//! (`USER_HZ` on every mainstream Linux), so they are good to 10 ms.
+//! The process's CPU time is the kernel's process CPU clock (`CLOCK_PROCESS_CPUTIME_ID`), to the
+//! nanosecond: W11 compares differences of a few milliseconds over runs of a few hundred, which
+//! the 10 ms ticks of `/proc/self/stat` cannot resolve. A thread's figures are read from `/proc`
+//! (Linux only; `None` where it is missing or unreadable): its CPU time from the `utime` and
+//! `stime` fields of `stat` in clock ticks, assumed to be 100 per second (`USER_HZ` on every
+//! mainstream Linux), so good to 10 ms.
+#![allow(unsafe_code)] // one call of `clock_gettime`, below
 
 use std::time::Duration;
 
@@ -22,9 +26,19 @@ pub fn cpu_of_stat(stat: &str) -> Option<Duration> {
     ))
 }
 
-/// CPU time (user + system) used by this process so far, exited threads included.
+/// CPU time (user + system) used by this process so far, exited threads included, to the
+/// nanosecond (`None` if the clock cannot be read).
 pub fn process_cpu() -> Option<Duration> {
-    cpu_of_stat(&std::fs::read_to_string("/proc/self/stat").ok()?)
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable `timespec` for the duration of the call, which is all
+    // `clock_gettime` asks; it writes nothing else.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    let secs = u64::try_from(ts.tv_sec).ok()?;
+    let nanos = u32::try_from(ts.tv_nsec).ok()?;
+    (rc == 0).then(|| Duration::new(secs, nanos))
 }
 
 /// What `/proc` tells about one thread.
@@ -77,7 +91,25 @@ mod tests {
         if !std::path::Path::new("/proc/self/stat").exists() {
             return;
         }
-        assert!(process_cpu().is_some());
+        // The CPU clock moves with work done, and never back.
+        let start = process_cpu().expect("the process CPU clock");
+        let mut spins = 0u64;
+        let mut now = start;
+        while now < start + Duration::from_millis(1) && spins < 1 << 40 {
+            spins = std::hint::black_box(spins + 1);
+            if spins.is_multiple_of(4096) {
+                let later = process_cpu().expect("the process CPU clock");
+                assert!(
+                    later >= now,
+                    "the CPU clock went back: {now:?} then {later:?}"
+                );
+                now = later;
+            }
+        }
+        assert!(
+            now >= start + Duration::from_millis(1),
+            "1 ms of spinning never showed"
+        );
         let (tx, rx) = std::sync::mpsc::channel::<()>();
         let t = std::thread::Builder::new()
             .name("procfs-probe".to_owned())

@@ -4,7 +4,7 @@
 //! same in every variant) inside a 5 s timeout, so every timeout is cancelled. The timer's own CPU
 //! cost per timeout = (process CPU of the run with the timeout - CPU of the same run without one)
 //! / N, for `Timer::timeout` and `tokio::time::timeout`, the variants alternating, summed over the
-//! repetitions (process CPU time is read from `/proc` to 10 ms); each run's measurement ends
+//! repetitions (the process CPU clock, to the nanosecond); each run's measurement ends
 //! 500 ms after its tasks, so what a timer defers is charged to it, not to the next variant.
 //! Memory: peak bytes above the run without a timeout, per timeout. Lateness: N sleeps uniform
 //! over 1 s that do fire, each storing `now - deadline`; made ahead of their deadlines (the
@@ -189,7 +189,7 @@ impl Scenario for Futures {
     }
 
     fn run(&self, cfg: &Config, progress: &mut dyn FnMut(&str)) -> Outcome {
-        let (n, reps) = if cfg.quick { (20_000, 3) } else { (100_000, 5) };
+        let (n, reps) = if cfg.quick { (20_000, 5) } else { (100_000, 9) };
         let mut rng = Rng::new(SEED ^ 0x11);
         let works: Vec<u64> = (0..n).map(|_| rng.range(1, 100)).collect();
         let delays: Vec<u64> = (0..n).map(|_| rng.range(1, 1000)).collect();
@@ -256,7 +256,7 @@ impl Scenario for Futures {
                 },
             ]);
         }
-        t.note("work = tokio::time::sleep(1..=100 ms) in every variant, so every timeout is cancelled when the work completes; timer cost = (process CPU with the timeout - CPU without) / timeouts, summed over the runs, variants alternating, each run measured until 500 ms after its tasks ended (so work a timer defers, like our young queue filing its cancelled records, is charged to that run); process CPU from /proc is good to 10 ms, so small differences are noise");
+        t.note("work = tokio::time::sleep(1..=100 ms) in every variant, so every timeout is cancelled when the work completes; timer cost = (process CPU with the timeout - CPU without) / timeouts, summed over the runs, variants alternating, each run measured until 500 ms after its tasks ended (so work a timer defers, like our young queue filing its cancelled records, is charged to that run); the process CPU clock is read to the nanosecond, but the work alone varies by several ms between runs, so differences below about 50 ns per timeout are noise");
         t.note("peak B/timeout = (highest heap bytes during the run - the same without a timeout) / tasks, counting allocator");
         t.note("history matters: a timer's shards outlive it and are reused by the next one, slot arrays and free lists as they were, so in a full run this workload inherits the shards W10's millions of tasks grew, their free slots scattered over hundreds of MB, and pays a cache and TLB miss per slot touched; `--only W11` measures a process without that history");
 

@@ -32,7 +32,7 @@ pub struct IdleResult {
     pub wakeups: u64,
     /// The tick thread at the start and end of the window, if `/proc` could tell.
     pub tick_thread: Option<(ThreadSample, ThreadSample)>,
-    /// CPU time of the whole process over the window, if `/proc` could tell.
+    /// CPU time of the whole process over the window (its CPU clock), if it could be read.
     pub process_cpu: Option<Duration>,
 }
 
@@ -134,7 +134,8 @@ impl Scenario for Idle {
             r.wakeups.to_string(),
             sleeps,
             tick_cpu,
-            r.process_cpu.map_or_else(na, |d| d.as_millis().to_string()),
+            r.process_cpu
+                .map_or_else(na, |d| format!("{:.1}", d.as_secs_f64() * 1e3)),
         ]);
         let w = window.as_secs_f64();
         t.note(format!(
@@ -149,15 +150,15 @@ impl Scenario for Idle {
              `Task::after(1 h, || {{}})` added in {:.0} ms, handles dropped; after {} ms to settle (far tasks \
              leave the young queue for the wheel 256 ticks after they are stamped), sampled \
              `stats().tick_wakeups`, the tick thread's `/proc/self/task/<tid>/{{stat,status}}` and \
-             `/proc/self/stat`, slept the window on the main thread, sampled again",
+             the process CPU clock, slept the window on the main thread, sampled again",
             report::count(n),
             r.add_time.as_secs_f64() * 1e3,
             settle.as_millis()
         ));
         t.note(
-            "tick thread sleeps = its voluntary context switches, an independent count of its wake-ups; CPU \
-             times are utime + stime in 10 ms clock ticks (the process figure includes this program's own \
-             threads)",
+            "tick thread sleeps = its voluntary context switches, an independent count of its wake-ups; the \
+             tick thread's CPU time is utime + stime in 10 ms clock ticks; the process's is its CPU clock, to \
+             the nanosecond (it includes this program's own threads)",
         );
         t.note("every run checks: all timers pending and none fired before and after the window; shutdown hands all back");
         let mut out = Outcome::default();
