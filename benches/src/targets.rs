@@ -59,6 +59,12 @@ const TARGETS: &[Target] = &[
         ">= 0.5x hierarchical_hash_wheel_timer",
         Some(0.5),
     ),
+    t(
+        "W3.hhwtc",
+        "W3",
+        ">= 1x hierarchical_hash_wheel_timer (cancellable)",
+        Some(1.0),
+    ),
     t("W4.growth", "W4", "ns/timer at 10M <= 2x at 10k", None),
     t("W5.bytes", "W5", "<= 48 B per timer", None),
     t(

@@ -2,12 +2,13 @@
 //!
 //! N timers with deadlines uniform in 1 ..= 500 ms; insert all, then fire all
 //! ([`insert_then_fire`](crate::workloads::insert_then_fire)), over every contender of the
-//! registry and the flat wheel (second, after ours).
+//! registry, the flat wheel (second, after ours) and hierarchical_hash_wheel_timer's cancellable
+//! wheel (after its plain one: what a user who needs to cancel would pick from that crate).
 
 use super::{Config, Outcome, Scenario, measure, ratio_of};
 use crate::TimerQueue;
 use crate::impls::flat::FlatWheel;
-use crate::impls::hhwt::Hhwt;
+use crate::impls::hhwt::{Hhwt, HhwtCancel};
 use crate::impls::{self, Contender};
 use crate::report::{self, Table};
 use crate::rng::Rng;
@@ -41,6 +42,9 @@ impl Scenario for ShortRange {
         let deadlines = short_range_deadlines(n, SEED);
         let mut list = impls::contenders().to_vec();
         list.insert(1, Contender::of::<FlatWheel<u64>>());
+        let plain = list.iter().position(|c| c.name == Hhwt::<u64>::NAME);
+        let at = plain.map_or(list.len(), |i| i + 1);
+        list.insert(at, Contender::of::<HhwtCancel<u64>>());
         let mut t = Table::new(
             format!("W3 short range, N = {}", report::count(n)),
             &["implementation", "ns/timer", "baseline/ours"],
@@ -68,6 +72,10 @@ impl Scenario for ShortRange {
             if c.name == Hhwt::<u64>::NAME {
                 out.checks
                     .push(targets::ratio("W3.hhwt", ratio_of(x, ours)));
+            }
+            if c.name == HhwtCancel::<u64>::NAME {
+                out.checks
+                    .push(targets::ratio("W3.hhwtc", ratio_of(x, ours)));
             }
         }
         t.note("ratio = baseline ns / ours ns, same run; each implementation steps through its expirations up to 500 ms");
