@@ -258,7 +258,7 @@ impl Scenario for Futures {
         }
         t.note("work = tokio::time::sleep(1..=100 ms) in every variant, so every timeout is cancelled when the work completes; timer cost = (process CPU with the timeout - CPU without) / timeouts, summed over the runs, variants alternating, each run measured until 500 ms after its tasks ended (so work a timer defers, like our young queue filing its cancelled records, is charged to that run); the process CPU clock is read to the nanosecond, but the work alone varies by several ms between runs, so differences below about 50 ns per timeout are noise");
         t.note("peak B/timeout = (highest heap bytes during the run - the same without a timeout) / tasks, counting allocator");
-        t.note("history matters: a timer's shards outlive it and are reused by the next one, slot arrays and free lists as they were, so in a full run this workload inherits the shards W10's millions of tasks grew, their free slots scattered over hundreds of MB, and pays a cache and TLB miss per slot touched; `--only W11` measures a process without that history");
+        t.note("history matters: in a full run this workload follows W10's 6M tasks in the same process, and our timer costs more per timeout here than in a fresh process (`--only W11`); a timer's shards outlive it and are reused by the next one with their slot arrays and free lists as W10 left them (free slots scattered over hundreds of MB), and the allocator's heap is as W10's closures left it; which of the two the difference comes from is not established");
 
         progress(&format!(
             "W11 lateness of {n} sleeps over 1 s: {TIMER_NAME}, {TOKIO}; made ahead, then in the spawn burst"
