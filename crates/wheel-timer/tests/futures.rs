@@ -96,6 +96,56 @@ fn a_deadline_already_passed_completes_at_once() {
 }
 
 #[test]
+fn a_sleep_made_after_others_ended_starts_afresh() {
+    // A thread keeps the waiters of its dropped sleeps for its next ones: whatever the old ones
+    // went through (fired, cancelled with a waker, shut down), a new one starts armed, with no
+    // waker and no outcome.
+    let (clock, timer) = manual();
+    let (old, old_waker) = counter();
+    for round in 0..3 {
+        let mut fired = timer.sleep(SEC);
+        assert!(poll(&mut fired, &old_waker).is_pending());
+        clock.advance(SEC);
+        assert!(poll(&mut fired, &old_waker).is_ready());
+        drop(fired);
+        let mut cancelled = timer.sleep(SEC);
+        assert!(poll(&mut cancelled, &old_waker).is_pending());
+        drop(cancelled);
+
+        let (new, new_waker) = counter();
+        let mut sleep = timer.sleep(2 * SEC);
+        assert!(!sleep.is_elapsed() && !sleep.is_shutdown(), "round {round}");
+        assert!(poll(&mut sleep, &new_waker).is_pending(), "round {round}");
+        clock.advance(2 * SEC - MS);
+        assert!(
+            poll(&mut sleep, &new_waker).is_pending(),
+            "round {round}: early"
+        );
+        clock.advance(MS);
+        assert_eq!(new.0.load(SeqCst), 1, "round {round}");
+        assert!(sleep.is_elapsed() && poll(&mut sleep, &new_waker).is_ready());
+    }
+    assert_eq!(
+        old.0.load(SeqCst),
+        3,
+        "the old waker: once per fired sleep, never after"
+    );
+    // Ended by shutdown, then a sleep of another timer on the same thread.
+    let mut ended = timer.sleep(SEC);
+    assert!(poll(&mut ended, &old_waker).is_pending());
+    drop(timer.shutdown());
+    assert!(ended.is_shutdown());
+    drop(ended);
+    let (clock, timer) = manual();
+    let (new, new_waker) = counter();
+    let mut sleep = timer.sleep(SEC);
+    assert!(!sleep.is_shutdown() && poll(&mut sleep, &new_waker).is_pending());
+    clock.advance(SEC);
+    assert_eq!(new.0.load(SeqCst), 1);
+    assert!(sleep.is_elapsed() && !sleep.is_shutdown());
+}
+
+#[test]
 fn only_the_latest_waker_is_woken() {
     let (clock, timer) = manual();
     let (first, w1) = counter();

@@ -15,6 +15,9 @@
 //! with a compare-and-swap of the current epoch, then takes the waker under its lock and wakes it
 //! after unlocking; a poll checks the status and stores its waker under the same lock. So either
 //! the poll sees the new status, or the firing side finds the waker: no wake-up is lost.
+//!
+//! A dropped sleep gives its waiter to its thread's spares (at most 64) when nothing else holds
+//! it, reset as new; the next sleep made on that thread takes it instead of allocating one.
 
 mod interval;
 mod sleep;
@@ -24,6 +27,7 @@ pub use interval::Interval;
 pub use sleep::Sleep;
 pub use timeout::{Timeout, TimeoutError};
 
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use crate::loom::Mutex;
@@ -33,6 +37,15 @@ const ARMED: u64 = 0;
 const FIRED: u64 = 1;
 const SHUT_DOWN: u64 = 2;
 const STATUS: u64 = 0b11;
+
+/// Waiters each thread keeps for its next sleeps (see [`Waiter::take`]): a few kilobytes at most.
+#[cfg(not(loom))]
+const SPARE: usize = 64;
+
+#[cfg(not(loom))]
+std::thread_local! {
+    static SPARES: std::cell::RefCell<Vec<Arc<Waiter>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 /// How an arming ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +64,41 @@ pub(crate) struct Waiter {
 }
 
 impl Waiter {
+    /// A waiter for a new sleep: one this thread kept ([`put_back`](Self::put_back)), else a new
+    /// one. A sleep that wraps a request lives a few milliseconds and is made and dropped on the
+    /// same worker threads: allocating each one, and freeing it on whichever thread dropped it
+    /// last, was about a fifth of a cancelled timeout's cost under tokio (W11).
+    pub(crate) fn take() -> Arc<Waiter> {
+        #[cfg(not(loom))]
+        if let Ok(Some(w)) = SPARES.try_with(|s| s.borrow_mut().pop()) {
+            return w;
+        }
+        Arc::new(Waiter::new())
+    }
+
+    /// Keeps a sleep's waiter for the next sleep made on this thread, if nothing else holds it
+    /// (a task being handed out still might) and the thread keeps fewer than `SPARE`; it starts
+    /// over, as [`Waiter::new`] makes it. (Under loom, where thread-locals are the model's, it is
+    /// dropped.)
+    pub(crate) fn put_back(mut waiter: Arc<Waiter>) {
+        #[cfg(not(loom))]
+        if let Some(w) = Arc::get_mut(&mut waiter) {
+            *w.state.get_mut() = ARMED;
+            let old = w.waker.get_mut().take();
+            drop(old); // foreign code, which might make or drop sleeps itself: before the borrow
+            let _ = SPARES.try_with(|s| {
+                let mut s = s.borrow_mut();
+                if s.len() < SPARE {
+                    s.push(waiter);
+                }
+            });
+            return;
+        }
+        #[cfg(loom)]
+        let _ = &mut waiter;
+        drop(waiter);
+    }
+
     /// Armed, epoch 0.
     pub(crate) fn new() -> Self {
         Waiter {

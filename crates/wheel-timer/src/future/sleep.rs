@@ -1,7 +1,9 @@
 //! [`Sleep`]: a future that completes at a deadline of the timer's clock.
+#![allow(unsafe_code)] // one `ManuallyDrop::take`, in `drop`
 
 use std::fmt;
 use std::future::Future;
+use std::mem::ManuallyDrop;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -40,7 +42,8 @@ use crate::task::{When, Work};
 /// ```
 #[must_use = "a sleep does nothing unless awaited"]
 pub struct Sleep {
-    waiter: Arc<Waiter>,
+    /// Given back to the thread's spares when the sleep drops (see [`Waiter::take`]).
+    waiter: ManuallyDrop<Arc<Waiter>>,
     /// `None` once the arming ended (the deadline is then known), was cancelled, or was refused.
     handle: Option<TimerHandle>,
     epoch: u64,
@@ -87,7 +90,7 @@ impl TimerRef {
 impl Sleep {
     /// A sleep until clock time `deadline`, armed.
     pub(crate) fn new(core: &Arc<Core>, deadline: u64) -> Sleep {
-        let waiter = Arc::new(Waiter::new());
+        let waiter = Waiter::take();
         // The handle is made first and the sleep built whole after: built first and armed in
         // place, its handle was written as two 8-byte stores and read back at once as one
         // 16-byte load to move the sleep out, a store-forwarding stall on AMD Zen that took
@@ -107,7 +110,7 @@ impl Sleep {
             timer.shard = h.shard_id();
         }
         Sleep {
-            waiter,
+            waiter: ManuallyDrop::new(waiter),
             handle,
             epoch: 0,
             deadline,
@@ -124,7 +127,7 @@ impl Sleep {
             // Filed at once anyway, which reads the clock: the deadline costs nothing more.
             return Sleep::new(core, core.clock.now().saturating_add(delay));
         }
-        let waiter = Arc::new(Waiter::new());
+        let waiter = Waiter::take();
         let handle = arm(core, &waiter, 0, When::After(delay));
         // Refused (the timer shut down): no slot will ever hold a stamp, so stamp it here.
         let deadline = match handle {
@@ -204,7 +207,7 @@ impl Sleep {
         if let Some(h) = self.handle.take() {
             // The cancel drops the task's hold on the waiter: fetch its line while the slot's
             // comes in, not after.
-            crate::prefetch::line(Arc::as_ptr(&self.waiter));
+            crate::prefetch::line(Arc::as_ptr(&*self.waiter));
             if self.deadline.is_none() {
                 // Kept if it was stamped (the slot's line is needed for the cancel anyway).
                 self.deadline = h.deadline_if_stamped_ns();
@@ -218,7 +221,7 @@ impl Sleep {
     pub(crate) fn prefetch(&self) {
         if let Some(h) = &self.handle {
             h.prefetch();
-            crate::prefetch::line(Arc::as_ptr(&self.waiter));
+            crate::prefetch::line(Arc::as_ptr(&*self.waiter));
         }
     }
 
@@ -287,6 +290,9 @@ impl Future for Sleep {
 impl Drop for Sleep {
     fn drop(&mut self) {
         self.cancel();
+        // SAFETY: `waiter` is taken once, here, and `self` is not used after it.
+        let waiter = unsafe { ManuallyDrop::take(&mut self.waiter) };
+        Waiter::put_back(waiter);
     }
 }
 
