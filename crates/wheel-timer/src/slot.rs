@@ -153,7 +153,8 @@ impl Slot {
             next
         })?;
         // SAFETY: as in `take`: the exchange made this thread the cell's owner.
-        self.task.with_mut(|cell| unsafe { *cell = None });
+        let work = self.task.with_mut(|cell| unsafe { (*cell).take() });
+        work.expect("a holding state holds its task").dispose();
         Some(old)
     }
 
