@@ -6,7 +6,8 @@ use std::cmp::Reverse;
 use std::mem;
 
 use super::{
-    Bucket, COMPACT_MIN, OVERDUE, OverdueRec, PREFETCH_AHEAD, RETAINED_CAPACITY, TOMB, TimingWheel,
+    Bucket, COMPACT_MIN, OVERDUE, OverdueRec, PREFETCH_AHEAD, RETAINED_CAPACITY, STALE_PER_LIVE,
+    TOMB, TimingWheel,
 };
 use crate::time::{bucket_span_mask, bucket_start, level_for, max_levels, slot_for};
 
@@ -93,10 +94,11 @@ impl<T> TimingWheel<T> {
     /// or moved elsewhere with its `pos`). The overdue list takes it out at once by moving its
     /// last record into the hole. A bucket takes it out at once only if it is the last record;
     /// otherwise it counts it stale ([`Bucket`]). Then a bucket left with no live record is
-    /// emptied (leaving the bitmap or the queue), one whose stale records outnumber the live
-    /// ones (and reach `COMPACT_MIN`) is compacted, and one whose capacity a burst had grown
-    /// past four times its records gives most of it back. O(1) amortized: a compaction sweeps at
-    /// most twice as many records as the cancels and reschedules that called for it.
+    /// emptied (leaving the bitmap or the queue), one whose stale records are more than
+    /// `STALE_PER_LIVE` times the live ones (and reach `COMPACT_MIN`) is compacted, and one whose
+    /// capacity a burst had grown past four times its records gives most of it back. O(1)
+    /// amortized: a compaction sweeps at most one and a half times as many records as the
+    /// cancels and reschedules that called for it.
     #[inline]
     pub(super) fn forget(&mut self, loc: u32, pos: u32) {
         if loc == OVERDUE {
@@ -127,7 +129,8 @@ impl<T> TimingWheel<T> {
         let (level, bucket_slot) = self.split(loc);
         let bucket = &self.levels[level][bucket_slot];
         if bucket.live() == 0
-            || (bucket.stale >= COMPACT_MIN && bucket.stale as usize > bucket.live())
+            || (bucket.stale >= COMPACT_MIN
+                && bucket.stale as usize > STALE_PER_LIVE * bucket.live())
             || oversized(&bucket.recs)
         {
             self.tidy(loc);

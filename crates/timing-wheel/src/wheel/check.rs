@@ -2,7 +2,7 @@
 
 use std::cmp::Reverse;
 
-use super::{COMPACT_MIN, SETTLE_BATCH, TOMB, TimingWheel};
+use super::{COMPACT_MIN, SETTLE_BATCH, STALE_PER_LIVE, TOMB, TimingWheel};
 
 impl<T> TimingWheel<T> {
     /// Checks every invariant in the module docs. O(size of the wheel): tests only.
@@ -41,7 +41,7 @@ impl<T> TimingWheel<T> {
                     "stale count of bucket {level}/{slot} ({unsettled} cancels unsettled)"
                 );
                 assert!(
-                    unsettled > 0 || stale < COMPACT_MIN as usize || stale <= live,
+                    unsettled > 0 || stale < COMPACT_MIN as usize || stale <= STALE_PER_LIVE * live,
                     "bucket {level}/{slot} holds {stale} stale records for {live} live ones"
                 );
                 assert!(
