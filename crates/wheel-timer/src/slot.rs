@@ -153,8 +153,7 @@ impl Slot {
             next
         })?;
         // SAFETY: as in `take`: the exchange made this thread the cell's owner.
-        let work = self.task.with_mut(|cell| unsafe { (*cell).take() });
-        work.expect("a holding state holds its task").dispose();
+        self.task.with_mut(|cell| unsafe { *cell = None });
         Some(old)
     }
 

@@ -391,16 +391,3 @@ impl Work {
         Task::after(Duration::ZERO, || {}).work
     }
 }
-
-impl Work {
-    /// Drops it: a one-shot closure without a key (most cancelled tasks) through the closure's
-    /// own drop, inline, rather than a call of the enum's whole drop glue (11% of W6's samples
-    /// at one thread were in that call).
-    #[inline(always)]
-    pub(crate) fn dispose(self) {
-        match self {
-            Work::Once { f, key: None } => drop(f),
-            other => drop(other),
-        }
-    }
-}
