@@ -189,8 +189,8 @@ const COMPACT_MIN: u32 = 16;
 /// How many stale records per live one a bucket may hold before it is compacted. Each compaction
 /// moves the live records and writes their entries' `pos`, a cache miss each at a million
 /// timers, so a bucket that mostly loses its records to cancels (a purgatory's 30 s timeouts) is
-/// swept less often the more it may keep: 2 rather than 1 took W2 purgatory from 39.5-40.5 to
-/// 37.4-37.6 ns per operation, for 46.9 MiB of peak memory instead of 44.3 (the compacting heap:
+/// swept less often the more it may keep: 2 rather than 1 took W2 purgatory from 39.5-41.0 to
+/// 37.4-38.9 ns per operation, for 46.9 MiB of peak memory instead of 44.3 (the compacting heap:
 /// 56.0); 3 was no faster. A compaction sweeps at most one and a half times as many records as
 /// the cancels and reschedules that called for it.
 const STALE_PER_LIVE: usize = 2;

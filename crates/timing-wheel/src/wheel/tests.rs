@@ -297,7 +297,8 @@ fn a_panicking_callback_over_buckets_with_stale_records_loses_nothing() {
         let due = 1 + rng.below(3_000);
         live.push((w.insert(due, i).unwrap(), i));
     }
-    // Cancel two thirds, scattered, so many buckets hold stale records below the compaction bar.
+    // Cancel two thirds, scattered, so many buckets hold stale records, most below the compaction
+    // bar (it takes more than two per live one, and at least 16).
     let mut kept = Vec::new();
     for (k, (id, i)) in live.into_iter().enumerate() {
         if k % 3 == 0 {
