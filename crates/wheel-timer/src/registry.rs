@@ -102,8 +102,12 @@ mod imp {
         (id, shard)
     }
 
-    /// Shard `id`'s timer is gone and no thread owns it: it waits for the next timer.
+    /// Shard `id`'s timer is gone and no thread owns it: it waits for the next timer, its vacant
+    /// slots offered lowest first to its next owner (`Slots::repack`).
     pub(crate) fn retire(id: u32) {
+        if let Some(shard) = cell(id).get() {
+            shard.slots.repack();
+        }
         registry()
             .spare
             .lock()

@@ -139,3 +139,48 @@ fn a_thread_s_tasks_outlive_it_and_its_shard_is_reused() {
         "threads that exited left shards that were not reused"
     );
 }
+
+#[test]
+fn the_next_timer_takes_over_the_shards_around_the_handles_the_last_one_left() {
+    use tickwheel::TaskState;
+    // A timer's shards go to the next timer, whose adds sweep up their slots lowest first; slots
+    // still pinned by the old timer's handles are stepped over, and come back when those go.
+    let mut kept: Vec<(TimerHandle, TaskState)> = Vec::new();
+    for round in 0..4 {
+        let (clock, timer) = manual();
+        let ran = Arc::new(AtomicUsize::new(0));
+        let handles: Vec<TimerHandle> = (0..300)
+            .map(|i| {
+                let r = ran.clone();
+                let delay = SEC * (1 + i % 3);
+                let task = Task::after(delay, move || {
+                    r.fetch_add(1, SeqCst);
+                });
+                timer.add_or_submit(task).unwrap()
+            })
+            .collect();
+        // The old timers' handles answer for their own tasks, whatever reused the shards.
+        for (h, state) in &kept {
+            assert_eq!(h.state(), *state, "round {round}");
+            assert!(!h.cancel() && !h.reschedule(SEC), "round {round}");
+        }
+        if round % 2 == 1 {
+            kept.clear(); // their slots come back to whichever shard holds them
+        }
+        for h in handles.iter().skip(1).step_by(3) {
+            assert!(h.cancel(), "round {round}: the 2 s tasks");
+        }
+        clock.advance(SEC);
+        assert_eq!(
+            ran.load(SeqCst),
+            100,
+            "round {round}: the 1 s tasks ran, once each"
+        );
+        let [done, cancelled, returned] = [0, 1, 2].map(|i| handles[i].clone());
+        drop(handles);
+        assert_eq!(timer.shutdown().len(), 100, "round {round}: the 3 s tasks");
+        kept.push((done, TaskState::Done));
+        kept.push((cancelled, TaskState::Cancelled));
+        kept.push((returned, TaskState::Returned));
+    }
+}
