@@ -1,64 +1,19 @@
-//! A shard's slots: a never-moving array, the owner's free list, and a stack for slots vacated
-//! on other threads.
+//! A shard's slots: a never-moving array, the owner's free list (`free.rs`), and a stack for
+//! slots vacated on other threads.
 
 use crossbeam_utils::CachePadded;
 
 use crate::chunked::{Chunked, MAX_INDEX};
+use crate::free::FreeList;
+#[cfg(test)]
+use crate::free::LISTED;
 use crate::loom::atomic::{AtomicU32, AtomicU64, Ordering::*};
 use crate::slot::{Mine, OwnerToken, Slot, Vacant};
 use crate::word::VACANT;
 
-/// The owner's vacant slots: a stack of its own frees; then, in a shard taken over from a timer
-/// that is gone, a sweep up its slot array; then a chain taken whole from the vacated stack,
-/// each slot's `link` naming the next (index + 1, 0 at the end).
-///
-/// The chain is walked one slot per allocation, not all at once: the slot an allocation takes
-/// is read anyway (its word), its `link` with it, and the next one is prefetched then. Walking
-/// a chain of thousands at once (as refills did) was a pointer chase of one cache miss per
-/// slot, serial: 1.6% of a W11 profile on its own.
-///
-/// The sweep, likewise, moves one slot per allocation: it offers every slot below `sweep_end`
-/// in turn, lowest first, and [`Mine::claim`] skips those that are not vacant (a task a handle
-/// of the old timer still pins). See [`Slots::repack`].
-#[derive(Debug, Default)]
-pub(crate) struct FreeList {
-    stack: Vec<u32>,
-    sweep: u32,
-    sweep_end: u32,
-    chain: u64,
-}
-
-impl FreeList {
-    /// Keeps slot `i`, vacated on the owner thread.
-    #[inline]
-    pub(crate) fn push(&mut self, i: u32) {
-        self.stack.push(i);
-    }
-
-    /// The slot the next [`pop`](Self::pop) takes, if any.
-    fn next(&self) -> Option<u32> {
-        match self.stack.last() {
-            Some(&i) => Some(i),
-            None if self.sweep < self.sweep_end => Some(self.sweep),
-            None => self.chain.checked_sub(1).map(|i| i as u32),
-        }
-    }
-
-    /// Takes a slot: from the stack, else from the sweep, else from the chain (`link(i)` is slot
-    /// `i`'s `link`).
-    fn pop(&mut self, link: impl FnOnce(u32) -> u64) -> Option<u32> {
-        if let Some(i) = self.stack.pop() {
-            return Some(i);
-        }
-        if self.sweep < self.sweep_end {
-            self.sweep += 1;
-            return Some(self.sweep - 1);
-        }
-        let i = self.chain.checked_sub(1)? as u32;
-        self.chain = link(i);
-        Some(i)
-    }
-}
+/// The head's half of the vacated stack's word (slot index + 1); the depth is above it.
+const INDEX: u64 = u32::MAX as u64;
+const DEPTH_SHIFT: u32 = 32;
 
 /// A shard's slots. The owner thread allocates; any thread may vacate.
 pub(crate) struct Slots {
@@ -70,7 +25,8 @@ pub(crate) struct Slots {
     /// Slots created so far; written by the owner (sequentially consistent, after the slot
     /// exists), read by scans (shutdown).
     len: CachePadded<AtomicU32>,
-    /// Head of the stack of slots vacated on other threads: slot index + 1, 0 if empty. Any
+    /// The stack of slots vacated on other threads: its depth (the high half, saturating) and
+    /// its head (slot index + 1, 0 if empty; the low half, `INDEX`). Any
     /// thread pushes; only the owner pops, all at once.
     vacated: CachePadded<AtomicU64>,
     /// The owner's side: touched only by the thread whose key is in `owner`.
@@ -126,7 +82,8 @@ impl Slots {
     }
 
     /// A vacant slot, for the owner thread only: from its free list, refilled from the vacated
-    /// stack, or a new one. `None` on any other thread, or once the shard holds `u32::MAX` slots.
+    /// stack, a sweep, or a new one. `None` on any other thread, or once the shard holds
+    /// `u32::MAX` slots.
     #[inline(always)]
     pub(crate) fn alloc(&self) -> Option<Vacant<'_>> {
         loop {
@@ -136,17 +93,25 @@ impl Slots {
                 // (not vacant: `claim` skips it below) may hold a wheel id in `link`: the chain
                 // ends there rather than follow it (the slots after it are lost to this shard,
                 // never handed out twice).
-                let i = free.pop(|i| {
-                    let s = self.get(i);
-                    if s.word().state() == VACANT {
-                        s.link.load(Relaxed)
-                    } else {
-                        0
-                    }
-                });
-                if let Some(next) = free.next() {
+                let i = free.pop(
+                    |i| self.get(i).word().state() == VACANT,
+                    |i| {
+                        let s = self.get(i);
+                        if s.word().state() != VACANT {
+                            return 0;
+                        }
+                        let next = s.link.load(Relaxed);
+                        if let Some(next) = next.checked_sub(1) {
+                            // As below: the chain's next slot, for the next add.
+                            crate::prefetch::line(self.get(next as u32));
+                        }
+                        next
+                    },
+                );
+                if let Some(next) = free.next_stacked() {
                     // The next add takes that one: a slot vacated long ago is cold by now, and
-                    // the time until that add hides its fetch.
+                    // the time until that add hides its fetch. (A sweep reads the slots in
+                    // order, which the CPU fetches ahead by itself.)
                     crate::prefetch::line(self.get(next));
                 }
                 i
@@ -164,17 +129,29 @@ impl Slots {
     }
 
     /// The owner's free list is empty: take back the slots vacated elsewhere (as its chain), or
-    /// make a new one.
+    /// sweep for the unlisted ones if there are enough of them, or make a new slot (and sweep
+    /// for any unlisted ones once the shard is full).
     #[cold]
     fn refill(&self) -> Option<u32> {
         let head = self.vacated.swap(0, Acquire);
-        if head == 0 {
-            return self.grow();
+        if head & INDEX != 0 {
+            let first = ((head & INDEX) - 1) as u32;
+            let rest = self.get(first).link.load(Relaxed);
+            let depth = (head >> DEPTH_SHIFT) as usize;
+            self.mine.with_free(|free| free.take_chain(rest, depth));
+            return Some(first);
         }
-        let first = (head - 1) as u32;
-        let rest = self.get(first).link.load(Relaxed);
-        self.mine.with_free(|free| free.chain = rest);
-        Some(first)
+        let len = self.len.load(Relaxed);
+        let sweep = |anyway| {
+            self.mine.with_free(|free| {
+                if free.start_sweep(len, anyway) {
+                    free.pop_unstacked(|i| self.get(i).word().state() == VACANT, |_| 0)
+                } else {
+                    None
+                }
+            })?
+        };
+        sweep(false).or_else(|| self.grow()).or_else(|| sweep(true))
     }
 
     fn grow(&self) -> Option<u32> {
@@ -202,11 +179,14 @@ impl Slots {
         let slot = self.get(i);
         let mut head = self.vacated.load(Relaxed);
         loop {
-            slot.link.store(head, Relaxed);
-            match self
-                .vacated
-                .compare_exchange_weak(head, u64::from(i) + 1, Release, Relaxed)
-            {
+            slot.link.store(head & INDEX, Relaxed);
+            let depth = ((head >> DEPTH_SHIFT) + 1).min(u64::from(u32::MAX));
+            match self.vacated.compare_exchange_weak(
+                head,
+                (depth << DEPTH_SHIFT) | (u64::from(i) + 1),
+                Release,
+                Relaxed,
+            ) {
                 Ok(_) => return,
                 Err(now) => head = now,
             }
@@ -235,10 +215,7 @@ impl Slots {
         self.vacated.swap(0, Acquire);
         let sweep_end = self.len();
         self.mine.with_free(|free| {
-            *free = FreeList {
-                sweep_end,
-                ..FreeList::default()
-            }
+            *free = FreeList::sweeping(sweep_end);
         });
         self.detach(token);
         true
@@ -331,6 +308,68 @@ mod tests {
             "lowest first, each once, the occupied one skipped"
         );
         assert_eq!(publish(slots.alloc().unwrap()), 200, "then new ones");
+    }
+
+    /// Slots `0..n` published, then vacated in a scrambled order: the first `here` by the owner,
+    /// the rest on another thread (the vacated stack).
+    fn fill_then_scatter(slots: &Slots, n: u32, here: usize) {
+        let all: Vec<u32> = (0..n).map(|_| publish(slots.alloc().unwrap())).collect();
+        assert_eq!(all, (0..n).collect::<Vec<_>>());
+        let mut order = all;
+        order.sort_by_key(|&i| (u64::from(i) * 7919) % u64::from(n));
+        let (mine, theirs) = order.split_at(here);
+        mine.iter().for_each(|&i| vacate(slots, i));
+        std::thread::scope(|s| {
+            s.spawn(|| theirs.iter().for_each(|&i| vacate(slots, i)));
+        });
+    }
+
+    #[test]
+    fn past_the_bounded_lists_a_burst_of_frees_is_swept_up_lowest_first() {
+        for here in [4096, 0, 2048] {
+            let slots = Slots::new();
+            let _me = slots.attach().unwrap();
+            fill_then_scatter(&slots, 4096, here);
+            // At most LISTED from the stack and LISTED from one chain, in the order freed.
+            let listed = LISTED.min(here) + LISTED.min(4096 - here);
+            let mut taken: Vec<u32> = (0..listed)
+                .map(|_| publish(slots.alloc().unwrap()))
+                .collect();
+            // Then a sweep from slot 0 (3/4 of the slots are unlisted): the lowest vacant ones,
+            // in order, each once.
+            let swept: Vec<u32> = (listed..4096)
+                .map(|_| publish(slots.alloc().unwrap()))
+                .collect();
+            assert!(
+                swept.windows(2).all(|w| w[0] < w[1]),
+                "here {here}: lowest first"
+            );
+            taken.extend(&swept);
+            taken.sort_unstable();
+            assert_eq!(
+                taken,
+                (0..4096).collect::<Vec<_>>(),
+                "here {here}: each slot once"
+            );
+            assert_eq!(
+                publish(slots.alloc().unwrap()),
+                4096,
+                "here {here}: then new ones"
+            );
+        }
+    }
+
+    #[test]
+    fn a_few_unlisted_slots_wait_while_the_shard_grows() {
+        let slots = Slots::new();
+        let _me = slots.attach().unwrap();
+        let n = 2 * LISTED as u32 + 20;
+        fill_then_scatter(&slots, n, LISTED + 10);
+        for _ in 0..LISTED * 2 {
+            publish(slots.alloc().unwrap()); // the stack, then the chain
+        }
+        // 10 + 10 left off the lists, fewer than LISTED: new slots instead of a sweep.
+        assert_eq!(publish(slots.alloc().unwrap()), n);
     }
 
     #[test]
