@@ -175,6 +175,24 @@ fn lateness(
     (late, made_late.load(Relaxed))
 }
 
+/// Nanoseconds per timeout that the runs `with` a timeout cost beyond the runs `without` it of
+/// the same rounds (`with[r]` against `without[r]`, `n` timeouts each): the median over the
+/// rounds (negative differences, noise, count as they are; the result is at least 0).
+fn paired_cost(with: &[Duration], without: &[Duration], n: usize) -> f64 {
+    let mut d: Vec<f64> = with
+        .iter()
+        .zip(without)
+        .map(|(w, o)| (w.as_nanos() as f64 - o.as_nanos() as f64) / n as f64)
+        .collect();
+    d.sort_by(f64::total_cmp);
+    let median = match d.len() {
+        0 => 0.0,
+        len if len % 2 == 1 => d[len / 2],
+        len => (d[len / 2 - 1] + d[len / 2]) / 2.0,
+    };
+    median.max(0.0)
+}
+
 fn ms(ns: i64) -> String {
     format!("{:.3}", ns as f64 / 1e6)
 }
@@ -204,19 +222,19 @@ impl Scenario for Futures {
         progress(&format!(
             "W11 {n} timeouts x {reps}: none, {TIMER_NAME}, {TOKIO}, alternating"
         ));
-        let mut cpu = [Duration::ZERO; 3];
+        let mut runs: [Vec<Duration>; 3] = Default::default();
         let mut peak = [0usize; 3];
         let variants = [Variant::None, Variant::Ours, Variant::Tokio];
         timeouts(&rt, &timer, Variant::None, &works); // warm-up: pools, runtime, shards
         for _ in 0..reps {
             for (i, &v) in variants.iter().enumerate() {
                 let (c, p) = timeouts(&rt, &timer, v, &works);
-                cpu[i] += c;
+                runs[i].push(c);
                 peak[i] = peak[i].max(p);
             }
         }
-        let ops = (n * reps) as f64;
-        let cost = |i: usize| cpu[i].saturating_sub(cpu[0]).as_nanos() as f64 / ops;
+        let cpu = runs.each_ref().map(|r| r.iter().sum::<Duration>());
+        let cost = |i: usize| paired_cost(&runs[i], &runs[0], n);
         let bytes = |i: usize| peak[i].saturating_sub(peak[0]) as f64 / n as f64;
         let (ours, theirs) = (cost(1), cost(2));
         let mut t = Table::new(
@@ -256,7 +274,7 @@ impl Scenario for Futures {
                 },
             ]);
         }
-        t.note("work = tokio::time::sleep(1..=100 ms) in every variant, so every timeout is cancelled when the work completes; timer cost = (process CPU with the timeout - CPU without) / timeouts, summed over the runs, variants alternating, each run measured until 500 ms after its tasks ended (so work a timer defers, like our young queue filing its cancelled records, is charged to that run); the process CPU clock is read to the nanosecond, but the work alone varies by several ms between runs, so differences below about 50 ns per timeout are noise");
+        t.note("work = tokio::time::sleep(1..=100 ms) in every variant, so every timeout is cancelled when the work completes; timer cost = (process CPU of a run with the timeout - CPU of the run without it in the same round) / timeouts, the median over the rounds (variants alternating within each round), each run measured until 500 ms after its tasks ended (so work a timer defers, like our young queue filing its cancelled records, is charged to that run); the process CPU clock is read to the nanosecond, but the work alone varies by several ms between runs, so differences below about 50 ns per timeout are noise (a median of paired rounds, not a difference of sums: on a busy host one slow run moved a sum by hundreds of ns per timeout)");
         t.note("peak B/timeout = (highest heap bytes during the run - the same without a timeout) / tasks, counting allocator");
         t.note("history: in a full run this workload follows W10's 6M tasks in the same process, and a timer's shards outlive it, reused by the next timer; their free slots, left in the order W10 freed them (scattered over hundreds of MB), made the next timer's adds and cancels miss the cache and TLB: 3.7 us per timeout against 0.9 fresh (2026-11-26, `--only W10,W11` against `--only W11`); since then free slots are taken lowest first after a burst, and a shard handed to a new timer starts with a sweep from its slot 0 (`free.rs`, `Slots::repack`)");
 
@@ -325,5 +343,32 @@ impl Scenario for Futures {
         out.tables.push(t);
         out.tables.push(l);
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_timer_cost_is_the_median_of_paired_rounds() {
+        let ms = |v: &[u64]| {
+            v.iter()
+                .map(|&m| Duration::from_millis(m))
+                .collect::<Vec<_>>()
+        };
+        // Rounds of 1,000 timeouts: 1, 2 and 30 ms more than the work alone (one slow round).
+        let cost = paired_cost(&ms(&[101, 202, 330]), &ms(&[100, 200, 300]), 1_000);
+        assert_eq!(cost, 2_000.0, "the median, not the mean (11 us)");
+        assert_eq!(
+            paired_cost(&ms(&[101, 202]), &ms(&[100, 200]), 1_000),
+            1_500.0
+        );
+        assert_eq!(
+            paired_cost(&ms(&[99, 98, 101]), &ms(&[100, 100, 100]), 1_000),
+            0.0,
+            "noise below zero is no cost"
+        );
+        assert_eq!(paired_cost(&[], &[], 1_000), 0.0);
     }
 }
