@@ -305,6 +305,16 @@ impl<'a> Vacant<'a> {
     }
 }
 
+/// Clears `Mine::busy` when dropped.
+struct Busy<'a>(&'a AtomicBool);
+
+impl Drop for Busy<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.0.store(false, Relaxed);
+    }
+}
+
 /// A shard's owner side of its slots: which thread owns the shard, and that thread's free list.
 /// Only the owner allocates, which is what makes [`Vacant::publish`] sound.
 pub(crate) struct Mine {
@@ -352,20 +362,21 @@ impl Mine {
     }
 
     /// Runs `f` with the owner's free list, if this thread is the owner and is not already
-    /// inside a call of this. `f` must not unwind (it only pushes and pops).
+    /// inside a call of this. (`f` only pushes and pops; if it panicked, the list would be left
+    /// as it was then, still a list of slot numbers that `claim` checks.)
     #[inline(always)]
     pub(crate) fn with_free<R>(&self, f: impl FnOnce(&mut FreeList) -> R) -> Option<R> {
         if !self.owned_here() || self.busy.load(Relaxed) {
             return None;
         }
         self.busy.store(true, Relaxed);
+        // Cleared however `f` ends: a panic (a bug) must not leave the shard refusing every add.
+        let _busy = Busy(&self.busy);
         // SAFETY: this thread owns the shard (its key is the owner's: keys are unique and only
         // `attach` on this thread set it, only `detach` with this thread's non-`Send` token
         // clears it), so no other thread gets here; `busy` rules out a second borrow on this
         // thread. The acquire load of `owner` sees the previous owner's last writes.
-        let r = self.free.with_mut(|free| f(unsafe { &mut *free }));
-        self.busy.store(false, Relaxed);
-        Some(r)
+        Some(self.free.with_mut(|free| f(unsafe { &mut *free })))
     }
 
     /// Reserves `slot` (number `index`) for a task, on the owner thread only and only if the slot

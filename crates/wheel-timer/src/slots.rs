@@ -6,14 +6,23 @@ use crossbeam_utils::CachePadded;
 use crate::chunked::{Chunked, MAX_INDEX};
 use crate::free::FreeList;
 #[cfg(test)]
-use crate::free::LISTED;
+use crate::free::{LISTED, SWEEP_STEP};
 use crate::loom::atomic::{AtomicU32, AtomicU64, Ordering::*};
 use crate::slot::{Mine, OwnerToken, Slot, Vacant};
 use crate::word::VACANT;
 
-/// The head's half of the vacated stack's word (slot index + 1); the depth is above it.
+/// The vacated stack's word: its head (slot index + 1, 0 if empty) in the low half, then how many
+/// slots were vacated onto it (31 bits, saturating), and `SWEEPING` on top: while the owner
+/// sweeps, slots vacated elsewhere are only counted, never linked (see `free.rs`).
 const INDEX: u64 = u32::MAX as u64;
 const DEPTH_SHIFT: u32 = 32;
+const DEPTH_MAX: u64 = (1 << 31) - 1;
+const SWEEPING: u64 = 1 << 63;
+
+/// How many slots the vacated stack's word `head` counts.
+fn depth(head: u64) -> usize {
+    ((head >> DEPTH_SHIFT) & DEPTH_MAX) as usize
+}
 
 /// A shard's slots. The owner thread allocates; any thread may vacate.
 pub(crate) struct Slots {
@@ -25,8 +34,7 @@ pub(crate) struct Slots {
     /// Slots created so far; written by the owner (sequentially consistent, after the slot
     /// exists), read by scans (shutdown).
     len: CachePadded<AtomicU32>,
-    /// The stack of slots vacated on other threads: its depth (the high half, saturating) and
-    /// its head (slot index + 1, 0 if empty; the low half, `INDEX`). Any
+    /// The stack of slots vacated on other threads (`INDEX`, `DEPTH_SHIFT`, `SWEEPING`). Any
     /// thread pushes; only the owner pops, all at once.
     vacated: CachePadded<AtomicU64>,
     /// The owner's side: touched only by the thread whose key is in `owner`.
@@ -93,21 +101,7 @@ impl Slots {
                 // (not vacant: `claim` skips it below) may hold a wheel id in `link`: the chain
                 // ends there rather than follow it (the slots after it are lost to this shard,
                 // never handed out twice).
-                let i = free.pop(
-                    |i| self.get(i).word().state() == VACANT,
-                    |i| {
-                        let s = self.get(i);
-                        if s.word().state() != VACANT {
-                            return 0;
-                        }
-                        let next = s.link.load(Relaxed);
-                        if let Some(next) = next.checked_sub(1) {
-                            // As below: the chain's next slot, for the next add.
-                            crate::prefetch::line(self.get(next as u32));
-                        }
-                        next
-                    },
-                );
+                let i = free.pop(|i| self.is_vacant(i), |i| self.link_of(i));
                 if let Some(next) = free.next_stacked() {
                     // The next add takes that one: a slot vacated long ago is cold by now, and
                     // the time until that add hides its fetch. (A sweep reads the slots in
@@ -128,30 +122,76 @@ impl Slots {
         }
     }
 
-    /// The owner's free list is empty: take back the slots vacated elsewhere (as its chain), or
-    /// sweep for the unlisted ones if there are enough of them, or make a new slot (and sweep
-    /// for any unlisted ones once the shard is full).
+    /// True if slot `i` is vacant.
+    fn is_vacant(&self, i: u32) -> bool {
+        self.get(i).word().state() == VACANT
+    }
+
+    /// The next slot of the chain after slot `i` (index + 1, 0 at the end), prefetched for the
+    /// next add; `None` if `i` is not vacant or its link names no slot (a bug elsewhere: the
+    /// chain ends there rather than follow it, and never hands a slot out twice).
+    fn link_of(&self, i: u32) -> Option<u64> {
+        let s = self.get(i);
+        if s.word().state() != VACANT {
+            return None;
+        }
+        // A slot on the chain was linked by a thread that vacated it, before its release-CAS of
+        // the stack that `refill` acquired.
+        let next = s.link.load(Relaxed);
+        match next.checked_sub(1) {
+            None => Some(0),
+            Some(n) if n < u64::from(self.len.load(Relaxed)) => {
+                // As in `alloc`: the next add takes that one.
+                crate::prefetch::line(self.get(n as u32));
+                Some(next)
+            }
+            Some(_) => None,
+        }
+    }
+
+    /// The owner's free list is empty: end a sweep that has read its last slot, then sweep if
+    /// enough slots are unlisted, else take back the slots vacated elsewhere (as its chain),
+    /// else make a new slot (and sweep for any unlisted ones once the shard is full). A sweep
+    /// that read its step's worth of slots without finding one makes a new slot too.
     #[cold]
     fn refill(&self) -> Option<u32> {
-        let head = self.vacated.swap(0, Acquire);
-        if head & INDEX != 0 {
-            let first = ((head & INDEX) - 1) as u32;
-            let rest = self.get(first).link.load(Relaxed);
-            let depth = (head >> DEPTH_SHIFT) as usize;
-            self.mine.with_free(|free| free.take_chain(rest, depth));
-            return Some(first);
-        }
         let len = self.len.load(Relaxed);
-        let sweep = |anyway| {
-            self.mine.with_free(|free| {
-                if free.start_sweep(len, anyway) {
-                    free.pop_unstacked(|i| self.get(i).word().state() == VACANT, |_| 0)
-                } else {
-                    None
-                }
-            })?
+        let vacant = |i| self.is_vacant(i);
+        let sweep = |free: &mut FreeList, full| {
+            // Whatever the vacated stack holds is below `len` and vacant: the sweep passes it.
+            // From here until the sweep ends, slots vacated elsewhere are only counted.
+            self.vacated.swap(SWEEPING, Acquire);
+            free.start_sweep(len, full, vacant)
         };
-        sweep(false).or_else(|| self.grow()).or_else(|| sweep(true))
+        let found = self.mine.with_free(|free| {
+            if free.is_sweeping() {
+                if !free.sweep_over() {
+                    return None;
+                }
+                let head = self.vacated.swap(0, Acquire);
+                debug_assert!(head & INDEX == 0, "nothing is linked during a sweep");
+                free.end_sweep(depth(head));
+            }
+            if free.wants_sweep(len, false) {
+                return sweep(free, false);
+            }
+            let head = self.vacated.swap(0, Acquire);
+            let first = ((head & INDEX).checked_sub(1)?) as u32;
+            // `link_of` checks the head's link as the chain's others are checked (`None`: a
+            // broken chain, left to a sweep like the rest of a long one).
+            free.take_chain(self.link_of(first), depth(head));
+            Some(first)
+        })?;
+        found.or_else(|| self.grow()).or_else(|| {
+            self.mine
+                .with_free(|free| {
+                    if free.is_sweeping() || !free.wants_sweep(len, true) {
+                        return None;
+                    }
+                    sweep(free, true)
+                })
+                .flatten()
+        })
     }
 
     fn grow(&self) -> Option<u32> {
@@ -179,44 +219,44 @@ impl Slots {
         let slot = self.get(i);
         let mut head = self.vacated.load(Relaxed);
         loop {
-            slot.link.store(head & INDEX, Relaxed);
-            let depth = ((head >> DEPTH_SHIFT) + 1).min(u64::from(u32::MAX));
-            match self.vacated.compare_exchange_weak(
-                head,
-                (depth << DEPTH_SHIFT) | (u64::from(i) + 1),
-                Release,
-                Relaxed,
-            ) {
+            let counted = ((head >> DEPTH_SHIFT) & DEPTH_MAX)
+                .saturating_add(1)
+                .min(DEPTH_MAX);
+            let next = if head & SWEEPING != 0 {
+                // The owner is sweeping: linked, the slot could be handed out twice (the sweep
+                // may pass it) and its link overwritten. Counted, the sweep or the next finds it.
+                SWEEPING | (counted << DEPTH_SHIFT)
+            } else {
+                slot.link.store(head & INDEX, Relaxed);
+                (counted << DEPTH_SHIFT) | (u64::from(i) + 1)
+            };
+            match self
+                .vacated
+                .compare_exchange_weak(head, next, Release, Relaxed)
+            {
                 Ok(_) => return,
                 Err(now) => head = now,
             }
         }
     }
 
-    /// Lists every vacant slot lowest first, for the shard's next timer: it then packs its tasks
+    /// Offers every vacant slot lowest first to the shard's next timer: it then packs its tasks
     /// into the lowest slots instead of taking them in the order the last timer freed them,
     /// scattered over the whole array (after a burst of millions, a cache and TLB miss on most
     /// adds and cancels: W11 after W10 in one process cost 3.7 us per timeout against 0.9 in a
-    /// fresh one). O(1) here: the lists are dropped and the next owner's allocations sweep up
-    /// the slot array, one slot each (a scan here ran on whichever thread let the shard go, a
-    /// tokio worker's add among them: 0.8 s late sleeps in W11). `false`, and nothing done, if
-    /// a thread owns the shard. (Under loom the registry forgets a timer's shards instead.)
-    ///
-    /// A slot vacated meanwhile by a handle the old timer left may be listed twice (by the
-    /// sweep, and on a stack): harmless, since [`Mine::claim`] hands a listed slot out only
-    /// while it is vacant, and only the owner claims.
+    /// fresh one). O(1) here: the lists are dropped and a sweep starts, which the next owner's
+    /// allocations carry on (a scan here ran on whichever thread let the shard go, a tokio
+    /// worker's add among them: 0.8 s late sleeps in W11). `false`, and nothing done, if a
+    /// thread owns the shard. (Under loom the registry forgets a timer's shards instead.)
     #[cfg(not(loom))]
     pub(crate) fn repack(&self) -> bool {
         let Some(token) = self.attach() else {
             return false;
         };
-        // Taken before the sweep is set: the sweep offers every slot on it, and what is vacated
-        // from here on is pushed on the stack again, for refills.
-        self.vacated.swap(0, Acquire);
-        let sweep_end = self.len();
-        self.mine.with_free(|free| {
-            *free = FreeList::sweeping(sweep_end);
-        });
+        // As when the owner starts a sweep (`refill`): what the stack holds, the sweep passes.
+        self.vacated.swap(SWEEPING, Acquire);
+        let len = self.len();
+        self.mine.with_free(|free| *free = FreeList::sweeping(len));
         self.detach(token);
         true
     }
@@ -330,8 +370,8 @@ mod tests {
             let slots = Slots::new();
             let _me = slots.attach().unwrap();
             fill_then_scatter(&slots, 4096, here);
-            // At most LISTED from the stack and LISTED from one chain, in the order freed.
-            let listed = LISTED.min(here) + LISTED.min(4096 - here);
+            // LISTED from the stack, or (nothing stacked) from one chain, in the order freed.
+            let listed = LISTED;
             let mut taken: Vec<u32> = (0..listed)
                 .map(|_| publish(slots.alloc().unwrap()))
                 .collect();
@@ -357,6 +397,93 @@ mod tests {
                 "here {here}: then new ones"
             );
         }
+    }
+
+    /// Where the owner's sweep is, if one is going on.
+    fn sweep_at(slots: &Slots) -> Option<u32> {
+        slots.mine.with_free(|free| free.sweep_at()).unwrap()
+    }
+
+    #[test]
+    fn a_sweep_reads_at_most_a_step_of_slots_per_add() {
+        // Long-lived tasks low in the array, a burst above them freed here: the sweep that
+        // starts must cross the live ones a step per add, taking new slots meanwhile, not read
+        // them all in one add.
+        let slots = Slots::new();
+        let _me = slots.attach().unwrap();
+        let (live, burst) = (20_000u32, 4_000u32);
+        for _ in 0..live + burst {
+            publish(slots.alloc().unwrap());
+        }
+        for i in (live..live + burst).rev() {
+            vacate(&slots, i); // the first LISTED stacked, the rest counted
+        }
+        for _ in 0..LISTED {
+            assert!(publish(slots.alloc().unwrap()) >= live + burst - LISTED as u32);
+        }
+        assert_eq!(sweep_at(&slots), None);
+        let mut at = 0;
+        let mut grown = 0;
+        loop {
+            let i = publish(slots.alloc().unwrap());
+            let now = sweep_at(&slots).expect("a sweep is going on");
+            assert!(
+                now - at <= SWEEP_STEP,
+                "{} slots read for one add",
+                now - at
+            );
+            at = now;
+            if i >= live + burst {
+                grown += 1;
+            } else {
+                assert_eq!(i, live, "the sweep's first find: the lowest freed slot");
+                break;
+            }
+        }
+        assert_eq!(grown, live / SWEEP_STEP, "a new slot per step of live ones");
+    }
+
+    #[test]
+    fn nothing_is_linked_while_a_sweep_goes_on() {
+        // Slots freed elsewhere during a sweep are only counted in the vacated stack's word: a
+        // sweep may pass them and hand them out, which would overwrite their links. Once the
+        // sweep is over they are unlisted, for the next one.
+        let slots = Slots::new();
+        let _me = slots.attach().unwrap();
+        let n = 4096u32;
+        fill_then_scatter(&slots, n, n as usize);
+        let mut live = std::collections::HashSet::new();
+        let take = |slots: &Slots, live: &mut std::collections::HashSet<u32>| {
+            let i = publish(slots.alloc().unwrap());
+            assert!(live.insert(i), "slot {i} handed out twice");
+            i
+        };
+        for _ in 0..=LISTED {
+            take(&slots, &mut live); // the stack, then the sweep's first
+        }
+        assert!(sweep_at(&slots).is_some());
+        let behind: Vec<u32> = (0..96).map(|_| take(&slots, &mut live)).collect();
+        std::thread::scope(|s| {
+            s.spawn(|| behind.iter().for_each(|&i| vacate(&slots, i)));
+        });
+        let head = slots.vacated.load(Relaxed);
+        assert_eq!(head & INDEX, 0, "nothing linked");
+        assert!(
+            head & SWEEPING != 0 && depth(head) == behind.len(),
+            "counted instead"
+        );
+        for i in &behind {
+            live.remove(i);
+        }
+        // The sweep takes the rest of the vacant slots above them, lowest first.
+        let left = n as usize - live.len() - behind.len();
+        let rest: Vec<u32> = (0..left).map(|_| take(&slots, &mut live)).collect();
+        assert!(rest.windows(2).all(|w| w[0] < w[1]) && rest.iter().all(|&i| i < n));
+        // Then the next add ends the sweep (the count becomes unlisted, fewer than a sweep
+        // needs) and makes a new slot; the ones behind the sweep wait for the next.
+        assert_eq!(take(&slots, &mut live), n);
+        assert_eq!(sweep_at(&slots), None);
+        assert_eq!(slots.vacated.load(Relaxed), 0);
     }
 
     #[test]
