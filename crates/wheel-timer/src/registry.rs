@@ -102,12 +102,8 @@ mod imp {
         (id, shard)
     }
 
-    /// Shard `id`'s timer is gone and no thread owns it: it waits for the next timer, its vacant
-    /// slots offered lowest first to its next owner (`Slots::repack`).
+    /// Shard `id`'s timer is gone and no thread owns it: it waits for the next timer.
     pub(crate) fn retire(id: u32) {
-        if let Some(shard) = cell(id).get() {
-            shard.slots.repack();
-        }
         registry()
             .spare
             .lock()

@@ -27,10 +27,10 @@
 
 use std::marker::PhantomData;
 
-use crate::free::FreeList;
 use crate::local::thread_key;
 use crate::loom::UnsafeCell;
 use crate::loom::atomic::{AtomicBool, AtomicU64, Ordering::*};
+use crate::slots::FreeList;
 use crate::task::Work;
 use crate::word::{BUSY, DUE, QUEUED, RUNNING, STOP, State, VACANT, WAITING, Word};
 

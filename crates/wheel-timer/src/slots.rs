@@ -1,27 +1,50 @@
-//! A shard's slots: a never-moving array, the owner's free list (`free.rs`), and a stack for
-//! slots vacated on other threads.
+//! A shard's slots: a never-moving array, the owner's free list, and a stack for slots vacated
+//! on other threads.
 
 use crossbeam_utils::CachePadded;
 
 use crate::chunked::{Chunked, MAX_INDEX};
-use crate::free::FreeList;
-#[cfg(test)]
-use crate::free::{LISTED, SWEEP_STEP};
 use crate::loom::atomic::{AtomicU32, AtomicU64, Ordering::*};
 use crate::slot::{Mine, OwnerToken, Slot, Vacant};
 use crate::word::VACANT;
 
-/// The vacated stack's word: its head (slot index + 1, 0 if empty) in the low half, then how many
-/// slots were vacated onto it (31 bits, saturating), and `SWEEPING` on top: while the owner
-/// sweeps, slots vacated elsewhere are only counted, never linked (see `free.rs`).
-const INDEX: u64 = u32::MAX as u64;
-const DEPTH_SHIFT: u32 = 32;
-const DEPTH_MAX: u64 = (1 << 31) - 1;
-const SWEEPING: u64 = 1 << 63;
+/// The owner's vacant slots: a stack of its own frees, then a chain taken whole from the
+/// vacated stack, each slot's `link` naming the next (index + 1, 0 at the end).
+///
+/// The chain is walked one slot per allocation, not all at once: the slot an allocation takes
+/// is read anyway (its word), its `link` with it, and the next one is prefetched then. Walking
+/// a chain of thousands at once (as refills did) was a pointer chase of one cache miss per
+/// slot, serial: 1.6% of a W11 profile on its own.
+#[derive(Debug, Default)]
+pub(crate) struct FreeList {
+    stack: Vec<u32>,
+    chain: u64,
+}
 
-/// How many slots the vacated stack's word `head` counts.
-fn depth(head: u64) -> usize {
-    ((head >> DEPTH_SHIFT) & DEPTH_MAX) as usize
+impl FreeList {
+    /// Keeps slot `i`, vacated on the owner thread.
+    #[inline]
+    pub(crate) fn push(&mut self, i: u32) {
+        self.stack.push(i);
+    }
+
+    /// The slot the next [`pop`](Self::pop) takes, if any.
+    fn next(&self) -> Option<u32> {
+        match self.stack.last() {
+            Some(&i) => Some(i),
+            None => self.chain.checked_sub(1).map(|i| i as u32),
+        }
+    }
+
+    /// Takes a slot: from the stack, else from the chain (`link(i)` is slot `i`'s `link`).
+    fn pop(&mut self, link: impl FnOnce(u32) -> u64) -> Option<u32> {
+        if let Some(i) = self.stack.pop() {
+            return Some(i);
+        }
+        let i = self.chain.checked_sub(1)? as u32;
+        self.chain = link(i);
+        Some(i)
+    }
 }
 
 /// A shard's slots. The owner thread allocates; any thread may vacate.
@@ -34,7 +57,7 @@ pub(crate) struct Slots {
     /// Slots created so far; written by the owner (sequentially consistent, after the slot
     /// exists), read by scans (shutdown).
     len: CachePadded<AtomicU32>,
-    /// The stack of slots vacated on other threads (`INDEX`, `DEPTH_SHIFT`, `SWEEPING`). Any
+    /// Head of the stack of slots vacated on other threads: slot index + 1, 0 if empty. Any
     /// thread pushes; only the owner pops, all at once.
     vacated: CachePadded<AtomicU64>,
     /// The owner's side: touched only by the thread whose key is in `owner`.
@@ -90,8 +113,7 @@ impl Slots {
     }
 
     /// A vacant slot, for the owner thread only: from its free list, refilled from the vacated
-    /// stack, a sweep, or a new one. `None` on any other thread, or once the shard holds
-    /// `u32::MAX` slots.
+    /// stack, or a new one. `None` on any other thread, or once the shard holds `u32::MAX` slots.
     #[inline(always)]
     pub(crate) fn alloc(&self) -> Option<Vacant<'_>> {
         loop {
@@ -101,11 +123,17 @@ impl Slots {
                 // (not vacant: `claim` skips it below) may hold a wheel id in `link`: the chain
                 // ends there rather than follow it (the slots after it are lost to this shard,
                 // never handed out twice).
-                let i = free.pop(|i| self.is_vacant(i), |i| self.link_of(i));
-                if let Some(next) = free.next_stacked() {
+                let i = free.pop(|i| {
+                    let s = self.get(i);
+                    if s.word().state() == VACANT {
+                        s.link.load(Relaxed)
+                    } else {
+                        0
+                    }
+                });
+                if let Some(next) = free.next() {
                     // The next add takes that one: a slot vacated long ago is cold by now, and
-                    // the time until that add hides its fetch. (A sweep reads the slots in
-                    // order, which the CPU fetches ahead by itself.)
+                    // the time until that add hides its fetch.
                     crate::prefetch::line(self.get(next));
                 }
                 i
@@ -122,76 +150,18 @@ impl Slots {
         }
     }
 
-    /// True if slot `i` is vacant.
-    fn is_vacant(&self, i: u32) -> bool {
-        self.get(i).word().state() == VACANT
-    }
-
-    /// The next slot of the chain after slot `i` (index + 1, 0 at the end), prefetched for the
-    /// next add; `None` if `i` is not vacant or its link names no slot (a bug elsewhere: the
-    /// chain ends there rather than follow it, and never hands a slot out twice).
-    fn link_of(&self, i: u32) -> Option<u64> {
-        let s = self.get(i);
-        if s.word().state() != VACANT {
-            return None;
-        }
-        // A slot on the chain was linked by a thread that vacated it, before its release-CAS of
-        // the stack that `refill` acquired.
-        let next = s.link.load(Relaxed);
-        match next.checked_sub(1) {
-            None => Some(0),
-            Some(n) if n < u64::from(self.len.load(Relaxed)) => {
-                // As in `alloc`: the next add takes that one.
-                crate::prefetch::line(self.get(n as u32));
-                Some(next)
-            }
-            Some(_) => None,
-        }
-    }
-
-    /// The owner's free list is empty: end a sweep that has read its last slot, then sweep if
-    /// enough slots are unlisted, else take back the slots vacated elsewhere (as its chain),
-    /// else make a new slot (and sweep for any unlisted ones once the shard is full). A sweep
-    /// that read its step's worth of slots without finding one makes a new slot too.
+    /// The owner's free list is empty: take back the slots vacated elsewhere (as its chain), or
+    /// make a new one.
     #[cold]
     fn refill(&self) -> Option<u32> {
-        let len = self.len.load(Relaxed);
-        let vacant = |i| self.is_vacant(i);
-        let sweep = |free: &mut FreeList, full| {
-            // Whatever the vacated stack holds is below `len` and vacant: the sweep passes it.
-            // From here until the sweep ends, slots vacated elsewhere are only counted.
-            self.vacated.swap(SWEEPING, Acquire);
-            free.start_sweep(len, full, vacant)
-        };
-        let found = self.mine.with_free(|free| {
-            if free.is_sweeping() {
-                if !free.sweep_over() {
-                    return None;
-                }
-                let head = self.vacated.swap(0, Acquire);
-                debug_assert!(head & INDEX == 0, "nothing is linked during a sweep");
-                free.end_sweep(depth(head));
-            }
-            if free.wants_sweep(len, false) {
-                return sweep(free, false);
-            }
-            let head = self.vacated.swap(0, Acquire);
-            let first = ((head & INDEX).checked_sub(1)?) as u32;
-            // `link_of` checks the head's link as the chain's others are checked (`None`: a
-            // broken chain, left to a sweep like the rest of a long one).
-            free.take_chain(self.link_of(first), depth(head));
-            Some(first)
-        })?;
-        found.or_else(|| self.grow()).or_else(|| {
-            self.mine
-                .with_free(|free| {
-                    if free.is_sweeping() || !free.wants_sweep(len, true) {
-                        return None;
-                    }
-                    sweep(free, true)
-                })
-                .flatten()
-        })
+        let head = self.vacated.swap(0, Acquire);
+        if head == 0 {
+            return self.grow();
+        }
+        let first = (head - 1) as u32;
+        let rest = self.get(first).link.load(Relaxed);
+        self.mine.with_free(|free| free.chain = rest);
+        Some(first)
     }
 
     fn grow(&self) -> Option<u32> {
@@ -219,46 +189,15 @@ impl Slots {
         let slot = self.get(i);
         let mut head = self.vacated.load(Relaxed);
         loop {
-            let counted = ((head >> DEPTH_SHIFT) & DEPTH_MAX)
-                .saturating_add(1)
-                .min(DEPTH_MAX);
-            let next = if head & SWEEPING != 0 {
-                // The owner is sweeping: linked, the slot could be handed out twice (the sweep
-                // may pass it) and its link overwritten. Counted, the sweep or the next finds it.
-                SWEEPING | (counted << DEPTH_SHIFT)
-            } else {
-                slot.link.store(head & INDEX, Relaxed);
-                (counted << DEPTH_SHIFT) | (u64::from(i) + 1)
-            };
+            slot.link.store(head, Relaxed);
             match self
                 .vacated
-                .compare_exchange_weak(head, next, Release, Relaxed)
+                .compare_exchange_weak(head, u64::from(i) + 1, Release, Relaxed)
             {
                 Ok(_) => return,
                 Err(now) => head = now,
             }
         }
-    }
-
-    /// Offers every vacant slot lowest first to the shard's next timer: it then packs its tasks
-    /// into the lowest slots instead of taking them in the order the last timer freed them,
-    /// scattered over the whole array (after a burst of millions, a cache and TLB miss on most
-    /// adds and cancels: W11 after W10 in one process cost 3.7 us per timeout against 0.9 in a
-    /// fresh one). O(1) here: the lists are dropped and a sweep starts, which the next owner's
-    /// allocations carry on (a scan here ran on whichever thread let the shard go, a tokio
-    /// worker's add among them: 0.8 s late sleeps in W11). `false`, and nothing done, if a
-    /// thread owns the shard. (Under loom the registry forgets a timer's shards instead.)
-    #[cfg(not(loom))]
-    pub(crate) fn repack(&self) -> bool {
-        let Some(token) = self.attach() else {
-            return false;
-        };
-        // As when the owner starts a sweep (`refill`): what the stack holds, the sweep passes.
-        self.vacated.swap(SWEEPING, Acquire);
-        let len = self.len();
-        self.mine.with_free(|free| *free = FreeList::sweeping(len));
-        self.detach(token);
-        true
     }
 
     /// Bytes of the slot array.
@@ -319,184 +258,6 @@ mod tests {
         assert_eq!(slots.alloc().unwrap().index, i, "back to the owner");
         slots.detach(me);
         assert!(slots.alloc().is_none());
-    }
-
-    #[test]
-    fn a_repacked_shard_hands_out_its_lowest_vacant_slots_first() {
-        let slots = Slots::new();
-        let me = slots.attach().unwrap();
-        let all: Vec<u32> = (0..200).map(|_| publish(slots.alloc().unwrap())).collect();
-        assert!(!slots.repack(), "an owned shard is left alone");
-        // Freed in a scrambled order, some by the owner, some elsewhere (the vacated stack);
-        // slot 3 keeps its task (a handle outlives the timer, say).
-        let mut order: Vec<u32> = all.iter().copied().filter(|&i| i != 3).collect();
-        order.sort_by_key(|&i| (i * 7919) % 200);
-        let (mine, theirs) = order.split_at(120);
-        for &i in mine {
-            vacate(&slots, i);
-        }
-        std::thread::scope(|s| {
-            s.spawn(|| theirs.iter().for_each(|&i| vacate(&slots, i)));
-        });
-        slots.detach(me);
-        assert!(slots.repack());
-        let _me = slots.attach().unwrap();
-        let next: Vec<u32> = (0..199).map(|_| publish(slots.alloc().unwrap())).collect();
-        let expected: Vec<u32> = (0..200).filter(|&i| i != 3).collect();
-        assert_eq!(
-            next, expected,
-            "lowest first, each once, the occupied one skipped"
-        );
-        assert_eq!(publish(slots.alloc().unwrap()), 200, "then new ones");
-    }
-
-    /// Slots `0..n` published, then vacated in a scrambled order: the first `here` by the owner,
-    /// the rest on another thread (the vacated stack).
-    fn fill_then_scatter(slots: &Slots, n: u32, here: usize) {
-        let all: Vec<u32> = (0..n).map(|_| publish(slots.alloc().unwrap())).collect();
-        assert_eq!(all, (0..n).collect::<Vec<_>>());
-        let mut order = all;
-        order.sort_by_key(|&i| (u64::from(i) * 7919) % u64::from(n));
-        let (mine, theirs) = order.split_at(here);
-        mine.iter().for_each(|&i| vacate(slots, i));
-        std::thread::scope(|s| {
-            s.spawn(|| theirs.iter().for_each(|&i| vacate(slots, i)));
-        });
-    }
-
-    #[test]
-    fn past_the_bounded_lists_a_burst_of_frees_is_swept_up_lowest_first() {
-        for here in [4096, 0, 2048] {
-            let slots = Slots::new();
-            let _me = slots.attach().unwrap();
-            fill_then_scatter(&slots, 4096, here);
-            // LISTED from the stack, or (nothing stacked) from one chain, in the order freed.
-            let listed = LISTED;
-            let mut taken: Vec<u32> = (0..listed)
-                .map(|_| publish(slots.alloc().unwrap()))
-                .collect();
-            // Then a sweep from slot 0 (3/4 of the slots are unlisted): the lowest vacant ones,
-            // in order, each once.
-            let swept: Vec<u32> = (listed..4096)
-                .map(|_| publish(slots.alloc().unwrap()))
-                .collect();
-            assert!(
-                swept.windows(2).all(|w| w[0] < w[1]),
-                "here {here}: lowest first"
-            );
-            taken.extend(&swept);
-            taken.sort_unstable();
-            assert_eq!(
-                taken,
-                (0..4096).collect::<Vec<_>>(),
-                "here {here}: each slot once"
-            );
-            assert_eq!(
-                publish(slots.alloc().unwrap()),
-                4096,
-                "here {here}: then new ones"
-            );
-        }
-    }
-
-    /// Where the owner's sweep is, if one is going on.
-    fn sweep_at(slots: &Slots) -> Option<u32> {
-        slots.mine.with_free(|free| free.sweep_at()).unwrap()
-    }
-
-    #[test]
-    fn a_sweep_reads_at_most_a_step_of_slots_per_add() {
-        // Long-lived tasks low in the array, a burst above them freed here: the sweep that
-        // starts must cross the live ones a step per add, taking new slots meanwhile, not read
-        // them all in one add.
-        let slots = Slots::new();
-        let _me = slots.attach().unwrap();
-        let (live, burst) = (20_000u32, 4_000u32);
-        for _ in 0..live + burst {
-            publish(slots.alloc().unwrap());
-        }
-        for i in (live..live + burst).rev() {
-            vacate(&slots, i); // the first LISTED stacked, the rest counted
-        }
-        for _ in 0..LISTED {
-            assert!(publish(slots.alloc().unwrap()) >= live + burst - LISTED as u32);
-        }
-        assert_eq!(sweep_at(&slots), None);
-        let mut at = 0;
-        let mut grown = 0;
-        loop {
-            let i = publish(slots.alloc().unwrap());
-            let now = sweep_at(&slots).expect("a sweep is going on");
-            assert!(
-                now - at <= SWEEP_STEP,
-                "{} slots read for one add",
-                now - at
-            );
-            at = now;
-            if i >= live + burst {
-                grown += 1;
-            } else {
-                assert_eq!(i, live, "the sweep's first find: the lowest freed slot");
-                break;
-            }
-        }
-        assert_eq!(grown, live / SWEEP_STEP, "a new slot per step of live ones");
-    }
-
-    #[test]
-    fn nothing_is_linked_while_a_sweep_goes_on() {
-        // Slots freed elsewhere during a sweep are only counted in the vacated stack's word: a
-        // sweep may pass them and hand them out, which would overwrite their links. Once the
-        // sweep is over they are unlisted, for the next one.
-        let slots = Slots::new();
-        let _me = slots.attach().unwrap();
-        let n = 4096u32;
-        fill_then_scatter(&slots, n, n as usize);
-        let mut live = std::collections::HashSet::new();
-        let take = |slots: &Slots, live: &mut std::collections::HashSet<u32>| {
-            let i = publish(slots.alloc().unwrap());
-            assert!(live.insert(i), "slot {i} handed out twice");
-            i
-        };
-        for _ in 0..=LISTED {
-            take(&slots, &mut live); // the stack, then the sweep's first
-        }
-        assert!(sweep_at(&slots).is_some());
-        let behind: Vec<u32> = (0..96).map(|_| take(&slots, &mut live)).collect();
-        std::thread::scope(|s| {
-            s.spawn(|| behind.iter().for_each(|&i| vacate(&slots, i)));
-        });
-        let head = slots.vacated.load(Relaxed);
-        assert_eq!(head & INDEX, 0, "nothing linked");
-        assert!(
-            head & SWEEPING != 0 && depth(head) == behind.len(),
-            "counted instead"
-        );
-        for i in &behind {
-            live.remove(i);
-        }
-        // The sweep takes the rest of the vacant slots above them, lowest first.
-        let left = n as usize - live.len() - behind.len();
-        let rest: Vec<u32> = (0..left).map(|_| take(&slots, &mut live)).collect();
-        assert!(rest.windows(2).all(|w| w[0] < w[1]) && rest.iter().all(|&i| i < n));
-        // Then the next add ends the sweep (the count becomes unlisted, fewer than a sweep
-        // needs) and makes a new slot; the ones behind the sweep wait for the next.
-        assert_eq!(take(&slots, &mut live), n);
-        assert_eq!(sweep_at(&slots), None);
-        assert_eq!(slots.vacated.load(Relaxed), 0);
-    }
-
-    #[test]
-    fn a_few_unlisted_slots_wait_while_the_shard_grows() {
-        let slots = Slots::new();
-        let _me = slots.attach().unwrap();
-        let n = 2 * LISTED as u32 + 20;
-        fill_then_scatter(&slots, n, LISTED + 10);
-        for _ in 0..LISTED * 2 {
-            publish(slots.alloc().unwrap()); // the stack, then the chain
-        }
-        // 10 + 10 left off the lists, fewer than LISTED: new slots instead of a sweep.
-        assert_eq!(publish(slots.alloc().unwrap()), n);
     }
 
     #[test]

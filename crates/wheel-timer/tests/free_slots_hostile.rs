@@ -1,17 +1,20 @@
-//! Hostile tests of a shard's free-slot lists (`free.rs`, `slots.rs`): the bounded stack and
-//! chain, the vacated stack's depth, sweeps started by a burst of frees or by a shard handed to
-//! a new timer, seen from the public API: every task ends exactly once, never early; old
-//! handles answer about their own task; memory stays put under steady churn; nothing panics.
+//! Hostile tests of how a shard recycles its task slots (`slots.rs`): slots freed by the
+//! thousand on the owner and on other threads, shards handed from timer to timer and from thread
+//! to thread, seen from the public API: every task ends exactly once, never early; old handles
+//! answer about their own task; memory stays put under steady churn; nothing panics. (The
+//! comments speak of sweeps: the design they were written against, see below.)
 //!
 //! The tests take one lock each (`serial`): they measure `heap_bytes`, and shards pass from
 //! timer to timer through a process-wide registry, so a test running beside another could be
 //! handed its shards midway.
 //!
-//! Written by an adversarial review of the bounded lists and sweeps (2026-11-26). Two of them
-//! failed on that first version (a slot handed out by a sweep while it was still linked on the
-//! vacated stack: a panicking add and a shard that refused every add after it; and slots lost
-//! for good when such a slot cut its chain); a third, timing one (an add that read every
-//! occupied slot below a burst) became `slots::tests::a_sweep_reads_at_most_a_step_of_slots_per_add`.
+//! Written by two adversarial reviews (2026-11-26) of bounded free lists with a sweep of the slot
+//! array, a design reverted the same day (`docs/architecture.md`, "Free slots after a burst"):
+//! two of these tests failed on its first version. They pass on the free lists that shipped,
+//! and stay as guards for whoever tries again: the second review's findings (a sweep handing
+//! out a slot vacated on another thread before that thread had listed it, whose listing then
+//! overwrote the next task's wheel id; and a shard that grew under steady bursts) need a design
+//! that changes the slot word's protocol.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -594,8 +597,8 @@ fn on_a_new_shard<R: Send + 'static>(
 /// task went in the wheel, which wrote the wheel's id into the slot's `link`. When the sweep
 /// ended, `refill` took the stack whole and read the head slot's `link` as the rest of the chain
 /// without checking that the slot was still vacant. A wheel id of entry 0, generation 1 or more,
-/// minus one, is `u32::MAX` as a slot index: `get` panicked. (Now nothing is linked while a
-/// sweep goes on, a link is checked before it is followed, and `busy` is cleared on unwind.)
+/// minus one, is `u32::MAX` as a slot index: `get` panicked. (The reverted design then stopped
+/// linking while a sweep went on and checked links; `busy` is still cleared on unwind.)
 ///
 /// Here each task of the last phase goes in the wheel at entry 0 and leaves it at once
 /// (rescheduled to now: it runs, inline), its handle kept, so its slot stays occupied with that
@@ -664,8 +667,8 @@ fn a_sweep_that_reuses_a_slot_on_the_vacated_stack_does_not_derail_the_next_refi
 /// was vacant), and freed elsewhere again before the stack was taken: pushed a second time, its
 /// `link` named what was pushed after its first push (here: itself), and what was pushed before
 /// (here 1,000 slots) could no longer be reached; the walk met the slot again, occupied, and the
-/// chain ended with the 1,000 uncounted. (Now nothing is linked while a sweep goes on, and a
-/// chain that ends early counts what it did not hand out.)
+/// chain ended with the 1,000 uncounted. (The reverted design then stopped
+/// linking while a sweep went on.)
 ///
 /// Indexes are exact: the owner thread's shard is new (`on_a_new_shard`), slot 0 is its own.
 #[test]
