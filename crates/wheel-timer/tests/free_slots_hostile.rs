@@ -10,11 +10,13 @@
 //!
 //! Written by two adversarial reviews (2026-11-26) of bounded free lists with a sweep of the slot
 //! array, a design reverted the same day (`docs/architecture.md`, "Free slots after a burst"):
-//! two of these tests failed on its first version. They pass on the free lists that shipped,
-//! and stay as guards for whoever tries again: the second review's findings (a sweep handing
-//! out a slot vacated on another thread before that thread had listed it, whose listing then
-//! overwrote the next task's wheel id; and a shard that grew under steady bursts) need a design
-//! that changes the slot word's protocol.
+//! two of these tests failed on its first version, and
+//! `long_lived_tasks_and_bursts_freed_here_do_not_grow_the_shard` on its second. They pass on the free lists that shipped, and stay as guards for whoever tries
+//! again. The second review's other finding, which broke exactly-once (a sweep handing out a
+//! slot vacated on another thread before that thread had listed it, whose listing then
+//! overwrote the next task's wheel id), took a test that stalls a thread with a signal
+//! mid-release; it is not kept here (it needs `unsafe` FFI and catches the race only most of the
+//! time), but the next design must be proof against that window.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -718,5 +720,58 @@ fn slots_freed_elsewhere_are_not_lost_when_a_sweep_reuses_one_of_them() {
     assert_eq!(
         grew, 0,
         "the shard grew by {grew} bytes with 3,025 vacant slots"
+    );
+}
+
+/// From the second review (2026-11-26), which broke the sweep of 3297ad5 with it: under a steady
+/// pattern, long-lived tasks and bursts of short-lived ones freed on the owner thread, the shard
+/// must not grow past the most tasks it ever held (29,701 here) plus the slack its free lists
+/// allow.
+///
+/// How the sweep broke it: every burst left more than 1,024 slots unlisted, so each started a
+/// sweep from slot 0, which first crossed the long-lived tasks packed at the low end, 256 slot
+/// words per add, and an add whose 256 words were all occupied made a new slot (3297ad5:
+/// `free.rs` lines 139-147, `FreeList::swept`; `slots.rs` lines 167-170 and 185, `return None`
+/// while the sweep was not over, then `self.grow()`), although the burst's vacant slots lay just
+/// above. So every sweep added about `live / 256` slots however many were vacant, and only the
+/// threshold (a sixteenth of the slots, `free.rs` lines 183-189) slowed it: the slot array grew
+/// about as the square root of the number of bursts, without bound. (`unlisted` also went on
+/// counting slots a sweep then took again, `free.rs` lines 88 and 224, so sweeps came more often
+/// than the slots really left off the lists called for.) There, this test's array passed 32,704
+/// slots at the 32nd burst (2.2 MB more); with 28,000 long-lived tasks and bursts of 3,000 it
+/// passed 65,472 slots at the 11th and 131,008 at the 2,946th, for 31,001 tasks at most. Its
+/// docs promised "1,024 or a sixteenth of its slots past those it has": 31,557 here.
+#[test]
+fn long_lived_tasks_and_bursts_freed_here_do_not_grow_the_shard() {
+    let _serial = serial();
+    let (_clock, timer) = manual();
+    let timer = Arc::new(timer);
+    let heaps = on_a_new_shard(&timer, |t| {
+        // Slot 0 is the thread's own; 27,000 long-lived tasks take slots 1..=27_000.
+        let _long_lived: Vec<TimerHandle> = (0..27_000)
+            .map(|_| t.add_or_submit(far()).unwrap())
+            .collect();
+        (0..60)
+            .map(|_| {
+                let burst: Vec<TimerHandle> = (0..2_700)
+                    .map(|_| t.add_or_submit(far()).unwrap())
+                    .collect();
+                for h in burst {
+                    assert!(h.cancel());
+                }
+                t.heap_bytes()
+            })
+            .collect::<Vec<usize>>()
+    })
+    .unwrap();
+    let grown: Vec<(usize, usize)> = heaps
+        .windows(2)
+        .enumerate()
+        .filter(|(_, w)| w[1] != w[0])
+        .map(|(i, w)| (i + 1, w[1]))
+        .collect();
+    assert_eq!(
+        heaps[59], heaps[3],
+        "29,701 tasks at most, yet the timer grew (burst, heap bytes): {grown:?}"
     );
 }
