@@ -50,6 +50,7 @@ mod class;
 mod context;
 mod core;
 mod error;
+mod free;
 mod future;
 mod handle;
 mod handout;
