@@ -72,7 +72,6 @@ mod stats;
 mod task;
 mod timer;
 mod trace;
-mod vacated;
 mod word;
 
 pub use builder::{MIN_TICK, TimerBuilder};

@@ -27,10 +27,10 @@
 
 use std::marker::PhantomData;
 
-use crate::free::FreeSet;
 use crate::local::thread_key;
 use crate::loom::UnsafeCell;
 use crate::loom::atomic::{AtomicBool, AtomicU64, Ordering::*};
+use crate::slots::FreeList;
 use crate::task::Work;
 use crate::word::{BUSY, DUE, QUEUED, RUNNING, STOP, State, VACANT, WAITING, Word};
 
@@ -323,7 +323,7 @@ pub(crate) struct Mine {
     /// The owner is inside `with_free` (a guard against re-entry on its own thread).
     busy: AtomicBool,
     /// Vacant slots only the owner hands out.
-    free: UnsafeCell<FreeSet>,
+    free: UnsafeCell<FreeList>,
 }
 
 // SAFETY: `free` is the only field that is not `Sync`; it is touched only inside `with_free`, on
@@ -335,7 +335,7 @@ impl Mine {
         Mine {
             owner: AtomicU64::new(0),
             busy: AtomicBool::new(false),
-            free: UnsafeCell::new(FreeSet::default()),
+            free: UnsafeCell::new(FreeList::default()),
         }
     }
 
@@ -365,7 +365,7 @@ impl Mine {
     /// inside a call of this. (`f` only pushes and pops; if it panicked, the list would be left
     /// as it was then, still a list of slot numbers that `claim` checks.)
     #[inline(always)]
-    pub(crate) fn with_free<R>(&self, f: impl FnOnce(&mut FreeSet) -> R) -> Option<R> {
+    pub(crate) fn with_free<R>(&self, f: impl FnOnce(&mut FreeList) -> R) -> Option<R> {
         if !self.owned_here() || self.busy.load(Relaxed) {
             return None;
         }

@@ -1,13 +1,21 @@
 //! A shard's slots: a never-moving array, the owner's free slots (handed out lowest first, see
-//! `free.rs`), and the slots vacated on other threads, listed for the owner (`vacated.rs`).
+//! `free.rs`), and a list of slots vacated on other threads.
 
 use crossbeam_utils::CachePadded;
 
 use crate::chunked::{Chunked, MAX_INDEX};
 use crate::free::FreeSet;
+use crate::loom::Mutex;
 use crate::loom::atomic::{AtomicU32, Ordering::*};
 use crate::slot::{Mine, OwnerToken, Slot, Vacant};
-use crate::vacated::Vacated;
+
+/// The owner's vacant slots, and a spare vector it swaps with the list of slots vacated
+/// elsewhere when it takes them (so neither side allocates once both have grown).
+#[derive(Debug, Default)]
+pub(crate) struct FreeList {
+    set: FreeSet,
+    spare: Vec<u32>,
+}
 
 /// A shard's slots. The owner thread allocates; any thread may vacate.
 pub(crate) struct Slots {
@@ -20,9 +28,11 @@ pub(crate) struct Slots {
     /// exists), read by scans (shutdown).
     len: CachePadded<AtomicU32>,
     /// Slots vacated on other threads, each listed once by the thread that vacated it, after the
-    /// word says `VACANT`, without writing into the slot. Lock-free on both sides; the owner
-    /// takes them all when its own set is empty.
-    vacated: Vacated,
+    /// word says `VACANT`. Any thread pushes; the owner takes them all when its own set is
+    /// empty. Nothing is written into a slot to list it, so a slot is handed out only after its
+    /// listing is complete. (A leaf lock: nothing is locked inside it, and the owner takes it
+    /// only to refill, not on every add.)
+    vacated: CachePadded<Mutex<Vec<u32>>>,
     /// The owner's side: touched only by the thread whose key is in `owner`.
     mine: CachePadded<Mine>,
 }
@@ -33,7 +43,7 @@ impl Slots {
             all: Chunked::new(),
             routes: Chunked::new(),
             len: CachePadded::new(AtomicU32::new(0)),
-            vacated: Vacated::new(),
+            vacated: CachePadded::new(Mutex::new(Vec::new())),
             mine: CachePadded::new(Mine::new()),
         }
     }
@@ -82,11 +92,11 @@ impl Slots {
     pub(crate) fn alloc(&self) -> Option<Vacant<'_>> {
         loop {
             let i = self.mine.with_free(|free| {
-                let i = match free.pop() {
+                let i = match free.set.pop() {
                     Some(i) => i,
                     None => self.refill(free)?,
                 };
-                if let Some(next) = free.peek() {
+                if let Some(next) = free.set.peek() {
                     // The next add takes that one: a slot vacated long ago is cold by now, and
                     // the time until that add hides its fetch.
                     crate::prefetch::line(self.get(next));
@@ -101,13 +111,12 @@ impl Slots {
         }
     }
 
-    /// The owner's free set is empty: take the lowest group of slots vacated elsewhere, or make
-    /// a new one.
+    /// The owner's free set is empty: take the slots vacated elsewhere, or make a new one.
     #[cold]
-    fn refill(&self, free: &mut FreeSet) -> Option<u32> {
-        self.vacated
-            .take_lowest(self.len.load(Relaxed), |i| free.insert_ordered(i));
-        free.pop().or_else(|| self.grow())
+    fn refill(&self, free: &mut FreeList) -> Option<u32> {
+        std::mem::swap(&mut *self.vacated.lock(), &mut free.spare);
+        free.set.insert_all(free.spare.drain(..));
+        free.set.pop().or_else(|| self.grow())
     }
 
     fn grow(&self) -> Option<u32> {
@@ -117,7 +126,6 @@ impl Slots {
         }
         self.all.get_or_grow(i as usize)?;
         self.routes.get_or_grow(i as usize)?;
-        self.vacated.grow(i)?;
         self.len.store(i + 1, SeqCst);
         Some(i)
     }
@@ -126,20 +134,19 @@ impl Slots {
     /// in its free set, others list it for the owner.
     #[inline]
     pub(crate) fn release(&self, i: u32) {
-        if self.mine.with_free(|free| free.insert(i)).is_none() {
+        if self.mine.with_free(|free| free.set.insert(i)).is_none() {
             self.release_elsewhere(i);
         }
     }
 
     #[cold]
     fn release_elsewhere(&self, i: u32) {
-        self.vacated.push(i);
+        self.vacated.lock().push(i);
     }
 
-    /// Bytes of the slot array and of the list of slots vacated elsewhere (not of the owner's
-    /// free set: a bit per slot, readable only by the owner).
+    /// Bytes of the slot array.
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.all.heap_bytes() + self.routes.heap_bytes() + self.vacated.heap_bytes()
+        self.all.heap_bytes() + self.routes.heap_bytes()
     }
 }
 
