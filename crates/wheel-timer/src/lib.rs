@@ -50,7 +50,6 @@ mod class;
 mod context;
 mod core;
 mod error;
-mod free;
 mod future;
 mod handle;
 mod handout;

@@ -47,7 +47,7 @@ fn holds(state: State) -> bool {
 /// | `task`     | the cell's owner (see the module docs) | the closure and how it repeats |
 /// | `deadline` | the adder before publishing; then under the shard lock, or the job holding `RUNNING` | `QUEUED` unstamped: the delay; otherwise the deadline, clock ns |
 /// | `meant`    | as `deadline` | `QUEUED` unstamped: a clock reading no later than the add; otherwise the instant the user meant (lateness is measured from it) |
-/// | `link`     | under the shard lock, while `WAITING` | the task's wheel id (nothing else: a free slot is listed without writing into it, see `slots.rs`) |
+/// | `link`     | `WAITING`: under the shard lock; `VACANT`: the thread vacating it | `WAITING`: the wheel id; `VACANT`: the next vacated slot + 1 |
 #[repr(align(64))]
 pub(crate) struct Slot {
     pub(crate) word: AtomicU64,
