@@ -50,6 +50,7 @@ mod class;
 mod context;
 mod core;
 mod error;
+mod free;
 mod future;
 mod handle;
 mod handout;
@@ -71,6 +72,7 @@ mod stats;
 mod task;
 mod timer;
 mod trace;
+mod vacated;
 mod word;
 
 pub use builder::{MIN_TICK, TimerBuilder};

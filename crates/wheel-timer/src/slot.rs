@@ -27,10 +27,10 @@
 
 use std::marker::PhantomData;
 
+use crate::free::FreeSet;
 use crate::local::thread_key;
 use crate::loom::UnsafeCell;
 use crate::loom::atomic::{AtomicBool, AtomicU64, Ordering::*};
-use crate::slots::FreeList;
 use crate::task::Work;
 use crate::word::{BUSY, DUE, QUEUED, RUNNING, STOP, State, VACANT, WAITING, Word};
 
@@ -47,7 +47,7 @@ fn holds(state: State) -> bool {
 /// | `task`     | the cell's owner (see the module docs) | the closure and how it repeats |
 /// | `deadline` | the adder before publishing; then under the shard lock, or the job holding `RUNNING` | `QUEUED` unstamped: the delay; otherwise the deadline, clock ns |
 /// | `meant`    | as `deadline` | `QUEUED` unstamped: a clock reading no later than the add; otherwise the instant the user meant (lateness is measured from it) |
-/// | `link`     | `WAITING`: under the shard lock; `VACANT`: the thread vacating it | `WAITING`: the wheel id; `VACANT`: the next vacated slot + 1 |
+/// | `link`     | under the shard lock, while `WAITING` | the task's wheel id (nothing else: a free slot is listed without writing into it, see `slots.rs`) |
 #[repr(align(64))]
 pub(crate) struct Slot {
     pub(crate) word: AtomicU64,
@@ -323,7 +323,7 @@ pub(crate) struct Mine {
     /// The owner is inside `with_free` (a guard against re-entry on its own thread).
     busy: AtomicBool,
     /// Vacant slots only the owner hands out.
-    free: UnsafeCell<FreeList>,
+    free: UnsafeCell<FreeSet>,
 }
 
 // SAFETY: `free` is the only field that is not `Sync`; it is touched only inside `with_free`, on
@@ -335,7 +335,7 @@ impl Mine {
         Mine {
             owner: AtomicU64::new(0),
             busy: AtomicBool::new(false),
-            free: UnsafeCell::new(FreeList::default()),
+            free: UnsafeCell::new(FreeSet::default()),
         }
     }
 
@@ -365,7 +365,7 @@ impl Mine {
     /// inside a call of this. (`f` only pushes and pops; if it panicked, the list would be left
     /// as it was then, still a list of slot numbers that `claim` checks.)
     #[inline(always)]
-    pub(crate) fn with_free<R>(&self, f: impl FnOnce(&mut FreeList) -> R) -> Option<R> {
+    pub(crate) fn with_free<R>(&self, f: impl FnOnce(&mut FreeSet) -> R) -> Option<R> {
         if !self.owned_here() || self.busy.load(Relaxed) {
             return None;
         }

@@ -1,51 +1,13 @@
-//! A shard's slots: a never-moving array, the owner's free list, and a stack for slots vacated
-//! on other threads.
+//! A shard's slots: a never-moving array, the owner's free slots (handed out lowest first, see
+//! `free.rs`), and the slots vacated on other threads, listed for the owner (`vacated.rs`).
 
 use crossbeam_utils::CachePadded;
 
 use crate::chunked::{Chunked, MAX_INDEX};
-use crate::loom::atomic::{AtomicU32, AtomicU64, Ordering::*};
+use crate::free::FreeSet;
+use crate::loom::atomic::{AtomicU32, Ordering::*};
 use crate::slot::{Mine, OwnerToken, Slot, Vacant};
-use crate::word::VACANT;
-
-/// The owner's vacant slots: a stack of its own frees, then a chain taken whole from the
-/// vacated stack, each slot's `link` naming the next (index + 1, 0 at the end).
-///
-/// The chain is walked one slot per allocation, not all at once: the slot an allocation takes
-/// is read anyway (its word), its `link` with it, and the next one is prefetched then. Walking
-/// a chain of thousands at once (as refills did) was a pointer chase of one cache miss per
-/// slot, serial: 1.6% of a W11 profile on its own.
-#[derive(Debug, Default)]
-pub(crate) struct FreeList {
-    stack: Vec<u32>,
-    chain: u64,
-}
-
-impl FreeList {
-    /// Keeps slot `i`, vacated on the owner thread.
-    #[inline]
-    pub(crate) fn push(&mut self, i: u32) {
-        self.stack.push(i);
-    }
-
-    /// The slot the next [`pop`](Self::pop) takes, if any.
-    fn next(&self) -> Option<u32> {
-        match self.stack.last() {
-            Some(&i) => Some(i),
-            None => self.chain.checked_sub(1).map(|i| i as u32),
-        }
-    }
-
-    /// Takes a slot: from the stack, else from the chain (`link(i)` is slot `i`'s `link`).
-    fn pop(&mut self, link: impl FnOnce(u32) -> u64) -> Option<u32> {
-        if let Some(i) = self.stack.pop() {
-            return Some(i);
-        }
-        let i = self.chain.checked_sub(1)? as u32;
-        self.chain = link(i);
-        Some(i)
-    }
-}
+use crate::vacated::Vacated;
 
 /// A shard's slots. The owner thread allocates; any thread may vacate.
 pub(crate) struct Slots {
@@ -57,9 +19,10 @@ pub(crate) struct Slots {
     /// Slots created so far; written by the owner (sequentially consistent, after the slot
     /// exists), read by scans (shutdown).
     len: CachePadded<AtomicU32>,
-    /// Head of the stack of slots vacated on other threads: slot index + 1, 0 if empty. Any
-    /// thread pushes; only the owner pops, all at once.
-    vacated: CachePadded<AtomicU64>,
+    /// Slots vacated on other threads, each listed once by the thread that vacated it, after the
+    /// word says `VACANT`, without writing into the slot. Lock-free on both sides; the owner
+    /// takes them all when its own set is empty.
+    vacated: Vacated,
     /// The owner's side: touched only by the thread whose key is in `owner`.
     mine: CachePadded<Mine>,
 }
@@ -70,7 +33,7 @@ impl Slots {
             all: Chunked::new(),
             routes: Chunked::new(),
             len: CachePadded::new(AtomicU32::new(0)),
-            vacated: CachePadded::new(AtomicU64::new(0)),
+            vacated: Vacated::new(),
             mine: CachePadded::new(Mine::new()),
         }
     }
@@ -112,36 +75,24 @@ impl Slots {
         self.len.load(SeqCst)
     }
 
-    /// A vacant slot, for the owner thread only: from its free list, refilled from the vacated
-    /// stack, or a new one. `None` on any other thread, or once the shard holds `u32::MAX` slots.
+    /// A vacant slot, for the owner thread only: the lowest of its free set, refilled from the
+    /// slots vacated elsewhere, or a new one. `None` on any other thread, or once the shard
+    /// holds `u32::MAX` slots.
     #[inline(always)]
     pub(crate) fn alloc(&self) -> Option<Vacant<'_>> {
         loop {
             let i = self.mine.with_free(|free| {
-                // A slot on the chain was linked by a thread that vacated it, before its
-                // release-CAS of the stack that `refill` acquired. A slot listed by mistake
-                // (not vacant: `claim` skips it below) may hold a wheel id in `link`: the chain
-                // ends there rather than follow it (the slots after it are lost to this shard,
-                // never handed out twice).
-                let i = free.pop(|i| {
-                    let s = self.get(i);
-                    if s.word().state() == VACANT {
-                        s.link.load(Relaxed)
-                    } else {
-                        0
-                    }
-                });
-                if let Some(next) = free.next() {
+                let i = match free.pop() {
+                    Some(i) => i,
+                    None => self.refill(free)?,
+                };
+                if let Some(next) = free.peek() {
                     // The next add takes that one: a slot vacated long ago is cold by now, and
                     // the time until that add hides its fetch.
                     crate::prefetch::line(self.get(next));
                 }
-                i
-            })?;
-            let i = match i {
-                Some(i) => i,
-                None => self.refill()?,
-            };
+                Some(i)
+            })??;
             // Only vacant slots are ever listed; `claim` checks anyway (that is what keeps
             // `publish` sound), so a slot listed by mistake is skipped.
             if let Some(vacant) = self.mine.claim(self.get(i), i) {
@@ -150,18 +101,13 @@ impl Slots {
         }
     }
 
-    /// The owner's free list is empty: take back the slots vacated elsewhere (as its chain), or
-    /// make a new one.
+    /// The owner's free set is empty: take the lowest group of slots vacated elsewhere, or make
+    /// a new one.
     #[cold]
-    fn refill(&self) -> Option<u32> {
-        let head = self.vacated.swap(0, Acquire);
-        if head == 0 {
-            return self.grow();
-        }
-        let first = (head - 1) as u32;
-        let rest = self.get(first).link.load(Relaxed);
-        self.mine.with_free(|free| free.chain = rest);
-        Some(first)
+    fn refill(&self, free: &mut FreeSet) -> Option<u32> {
+        self.vacated
+            .take_lowest(self.len.load(Relaxed), |i| free.insert_ordered(i));
+        free.pop().or_else(|| self.grow())
     }
 
     fn grow(&self) -> Option<u32> {
@@ -171,38 +117,29 @@ impl Slots {
         }
         self.all.get_or_grow(i as usize)?;
         self.routes.get_or_grow(i as usize)?;
+        self.vacated.grow(i)?;
         self.len.store(i + 1, SeqCst);
         Some(i)
     }
 
     /// Gives back slot `i`, whose word the caller just vacated. Any thread: the owner keeps it
-    /// in its free list, others push it on the vacated stack.
+    /// in its free set, others list it for the owner.
     #[inline]
     pub(crate) fn release(&self, i: u32) {
-        if self.mine.with_free(|free| free.push(i)).is_none() {
+        if self.mine.with_free(|free| free.insert(i)).is_none() {
             self.release_elsewhere(i);
         }
     }
 
     #[cold]
     fn release_elsewhere(&self, i: u32) {
-        let slot = self.get(i);
-        let mut head = self.vacated.load(Relaxed);
-        loop {
-            slot.link.store(head, Relaxed);
-            match self
-                .vacated
-                .compare_exchange_weak(head, u64::from(i) + 1, Release, Relaxed)
-            {
-                Ok(_) => return,
-                Err(now) => head = now,
-            }
-        }
+        self.vacated.push(i);
     }
 
-    /// Bytes of the slot array.
+    /// Bytes of the slot array and of the list of slots vacated elsewhere (not of the owner's
+    /// free set: a bit per slot, readable only by the owner).
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.all.heap_bytes() + self.routes.heap_bytes()
+        self.all.heap_bytes() + self.routes.heap_bytes() + self.vacated.heap_bytes()
     }
 }
 
@@ -258,6 +195,33 @@ mod tests {
         assert_eq!(slots.alloc().unwrap().index, i, "back to the owner");
         slots.detach(me);
         assert!(slots.alloc().is_none());
+    }
+
+    #[test]
+    fn after_a_burst_freed_in_random_order_slots_come_back_lowest_first() {
+        let slots = Slots::new();
+        let _me = slots.attach().unwrap();
+        let burst: Vec<u32> = (0..1000).map(|_| publish(slots.alloc().unwrap())).collect();
+        // Freed in a scrambled order, half here and half on another thread.
+        let mut order: Vec<u32> = burst.iter().map(|&i| (i * 617) % 1000).collect();
+        let elsewhere = order.split_off(500);
+        for &i in &order {
+            vacate(&slots, i);
+        }
+        std::thread::scope(|s| {
+            s.spawn(|| elsewhere.iter().for_each(|&i| vacate(&slots, i)));
+        });
+        // The first slot freed here went aside (the set was empty); then the owner's own frees
+        // lowest first; then, once those are used, the ones freed elsewhere, lowest first.
+        let again: Vec<u32> = (0..1000).map(|_| publish(slots.alloc().unwrap())).collect();
+        assert_eq!(again[0], order[0]);
+        let mut own = order[1..].to_vec();
+        own.sort_unstable();
+        assert_eq!(again[1..500], own[..]);
+        let mut theirs = elsewhere.clone();
+        theirs.sort_unstable();
+        assert_eq!(again[500..], theirs[..]);
+        assert_eq!(publish(slots.alloc().unwrap()), 1000, "then a new one");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! An add takes no lock, even when its thread's free slots have run out and it takes back the
 //! slots vacated on other threads: a thread stalled in the middle of freeing a slot must not hold
-//! it up. (A review of a lowest-first free list, not shipped, found that it listed those slots
+//! it up. (A review of the first lowest-first free list found that it listed those slots
 //! under a lock whose holder could stall in an allocation: the owner's add then waited 2 s.)
 //!
 //! The stall is made deterministic: this test's global allocator spins for 2 s in the next

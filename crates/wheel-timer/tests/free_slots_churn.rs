@@ -1,9 +1,8 @@
-//! Free slots under churn: hostile tests through the public API, written by a review of a
-//! lowest-first free list (branch `free-slots-lowest-first`, not shipped) and kept as guards for
-//! whatever free list ships. Exactly-once, never early and exact handle answers under churn that
-//! reuses slots at once and after refills from other threads; memory flat under steady churn of
-//! every shape and across shards handed between threads and timers; no deadlock from re-entrant
-//! adds and releases.
+//! Free slots under churn: hostile tests through the public API, written by a review of the
+//! lowest-first free lists (`free.rs`, `vacated.rs`). Exactly-once, never early and exact handle
+//! answers under churn that reuses slots at once and after refills from other threads; memory
+//! flat under steady churn of every shape and across shards handed between threads and timers;
+//! no deadlock from re-entrant adds and releases.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};

@@ -7,7 +7,8 @@
 //! | `owner` counters, ring tail, new slots | the owner thread only | plain load + store on atomics |
 //! | ring head, the wheel, the young queue, `link`, `deadline`, `meant` of stamped tasks, `in_lock` counters | whoever holds `locked`: the owner flushing a full ring, the tick thread collecting, a cancel or reschedule of a task in the wheel, a job re-arming, shutdown | under the lock |
 //! | `next_wake` | lowered by anyone (`fetch_min`); set by whoever consumes the ring | sequentially consistent |
-//! | `remote` counters, the vacated-slot stack | threads other than the owner | atomic read-modify-write |
+//! | `remote` counters | threads other than the owner | atomic read-modify-write |
+//! | the bits listing slots vacated elsewhere (`vacated.rs`) | threads other than the owner set them; the owner swaps them out to refill | atomic read-modify-write |
 //! | slot words | see `word.rs` | compare-and-swap |
 //!
 //! The owner's add takes no lock and writes only its slot and lines no other adding thread
