@@ -11,7 +11,9 @@
 //! No bit is lost: for each non-zero word of a lower level, either the bit above it is set, or
 //! the owner holds that bit (it swapped it out, and will swap the word or put the bit back), or
 //! a lister has just made the word non-zero and is about to set the bit above it. A slot listed
-//! in that last window is taken by a later refill.
+//! in that last window is taken by a later refill. So a lister paused between levels hides the
+//! slots listed meanwhile in its group, at most 4,096, until it runs again: the owner makes new
+//! slots instead of waiting (memory, bounded per paused thread, not a wait).
 
 use crate::chunked::Chunked;
 use crate::loom::atomic::{AtomicU64, Ordering::*};
@@ -68,6 +70,9 @@ impl Vacated {
         let tops = (len as usize).div_ceil(BITS * BITS * BITS);
         for k in 0..tops {
             let top = &self.levels[2].get(k).expect("grown with the slots");
+            if top.load(Relaxed) == 0 {
+                continue; // a load, not a swap: an add that grows the shard writes nothing here
+            }
             let mut groups = top.swap(0, AcqRel);
             while groups != 0 {
                 let j = k * BITS + groups.trailing_zeros() as usize;
@@ -134,6 +139,20 @@ mod tests {
         assert!(taken(&v, 300_001).is_empty(), "taken once");
         v.push(4096);
         assert_eq!(taken(&v, 300_001), [4096], "listed again after a take");
+    }
+
+    #[test]
+    fn a_lister_paused_between_levels_hides_its_group_until_it_runs_again_and_loses_nothing() {
+        let v = Vacated::new();
+        (0..8192).for_each(|i| v.grow(i).unwrap());
+        // A push of slot 0 that set its bits in levels 0 and 1, then was descheduled.
+        v.levels[0].get(0).unwrap().fetch_or(1, AcqRel);
+        v.levels[1].get(0).unwrap().fetch_or(1, AcqRel);
+        (1..4096).for_each(|i| v.push(i)); // the rest of its group, listed meanwhile
+        v.push(5000); // another group
+        assert_eq!(taken(&v, 8192), [5000], "the paused group is hidden");
+        v.levels[2].get(0).unwrap().fetch_or(1, AcqRel); // it runs again
+        assert_eq!(taken(&v, 8192), (0..4096).collect::<Vec<u32>>());
     }
 
     #[test]

@@ -321,7 +321,10 @@ fn shards_handed_from_thread_to_thread_and_timer_to_timer_stay_flat() {
         let _ = round;
         drop(timer);
     }
-    assert_eq!(heaps[11], heaps[3], "grew: {heaps:?}");
+    // The handles kept pin a live set that converges (x -> 2/3 (x + 1,200), toward 2,400) so the
+    // rounds' demand rises to about 4,800 slots by round 5 and no further: from there on the
+    // memory must not move (a slot listed and lost each round would make new ones).
+    assert_eq!(heaps[11], heaps[5], "grew: {heaps:?}");
 }
 
 /// Re-entrancy on the owner thread: closures whose Drop adds tasks, drops handles of finished
