@@ -6,9 +6,15 @@
 use std::sync::OnceLock;
 
 /// Elements in the first chunk; each next chunk is twice as large.
+#[cfg(not(loom))]
 const FIRST: usize = 64;
+/// Under loom, every element of a chunk that holds loom atomics is an object the model creates
+/// and tracks on every execution it explores, and the models use a handful of slots: a small
+/// first chunk keeps the models' cost in the interleavings, where it belongs.
+#[cfg(loom)]
+const FIRST: usize = 4;
 /// Chunks: `FIRST * (2^CHUNKS - 1)` elements in all, beyond `u32::MAX`.
-const CHUNKS: usize = 27;
+const CHUNKS: usize = 27 + (64 / FIRST).trailing_zeros() as usize;
 
 /// The largest index a [`Chunked`] can hold.
 pub(crate) const MAX_INDEX: usize = FIRST * ((1 << CHUNKS) - 1) - 1;

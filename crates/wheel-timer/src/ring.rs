@@ -7,7 +7,13 @@ use crossbeam_utils::CachePadded;
 use crate::loom::atomic::{AtomicU32, AtomicU64, Ordering::*};
 
 /// Records a ring holds; a full ring is flushed by its owner.
+#[cfg(not(loom))]
 pub(crate) const CAPACITY: u32 = 256;
+/// Under loom each record is an object the model creates on every execution it explores; its
+/// models add a few tasks per shard, so a small ring keeps their cost in the interleavings (and
+/// lets a model reach the full ring).
+#[cfg(loom)]
+pub(crate) const CAPACITY: u32 = 8;
 
 pub(crate) struct Ring {
     records: Box<[AtomicU64; CAPACITY as usize]>,
