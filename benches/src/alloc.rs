@@ -109,3 +109,22 @@ pub struct Usage {
     /// Highest number of bytes allocated at once during the run.
     pub peak: usize,
 }
+
+/// Settles the system allocator between workloads: on glibc, `malloc_trim(0)`, which merges the
+/// small blocks freed so far and returns free memory to the system (elsewhere, nothing).
+///
+/// Without it a workload pays for the previous one's frees. glibc keeps freed small blocks in
+/// "fast bins" and merges them all at once, holding the arena's lock, the first time a larger
+/// request cannot be served from them; after W10's 6M task closures that took 0.6 s on
+/// 2026-11-26, during W11's next run, and every thread that needed the allocator meanwhile
+/// waited for it (a timer's tick thread included: W11's sleeps were late by up to 1.3 s; see
+/// `docs/benchmarks.md`, W11). Merging them here, outside any measurement, makes each workload
+/// start from the allocator state a fresh process would have, as far as the allocator goes.
+pub fn settle() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: `malloc_trim` takes a byte count, touches only the allocator's own state under its
+    // own locks, and may be called at any time from any thread.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}

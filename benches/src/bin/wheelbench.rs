@@ -187,6 +187,7 @@ fn main() -> ExitCode {
             bar.set_message(msg.to_owned());
             log(format!("  {msg}"));
         };
+        wheel_benches::alloc::settle(); // the previous workload's frees are not this one's cost
         let outcome = s.run(&args.cfg, &mut progress);
         bar.suspend(|| {
             for t in &outcome.tables {

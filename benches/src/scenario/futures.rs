@@ -62,6 +62,7 @@ fn timeouts(
     variant: Variant,
     works: &[u64],
 ) -> (Duration, usize) {
+    alloc::settle(); // the last run's frees are not this run's cost (see `alloc::settle`)
     let base = alloc::current();
     alloc::reset_peak();
     let cpu = procfs::process_cpu().unwrap_or_default();
@@ -127,6 +128,7 @@ fn lateness(
     delays: &[u64],
     start: Start,
 ) -> (Vec<i64>, usize) {
+    alloc::settle(); // or a run's wake-ups may wait for the allocator (see `alloc::settle`)
     let made_late = Arc::new(AtomicUsize::new(0));
     let mut late: Vec<i64> = rt.block_on(async {
         let tasks: Vec<_> = delays
@@ -277,6 +279,7 @@ impl Scenario for Futures {
         t.note("work = tokio::time::sleep(1..=100 ms) in every variant, so every timeout is cancelled when the work completes; timer cost = (process CPU of a run with the timeout - CPU of the run without it in the same round) / timeouts, the median over the rounds (variants alternating within each round), each run measured until 500 ms after its tasks ended (so work a timer defers, like our young queue filing its cancelled records, is charged to that run); the process CPU clock is read to the nanosecond, but the work alone varies by several ms between runs, so differences below about 50 ns per timeout are noise (a median of paired rounds, not a difference of sums: on a busy host one slow run moved a sum by hundreds of ns per timeout)");
         t.note("peak B/timeout = (highest heap bytes during the run - the same without a timeout) / tasks, counting allocator");
         t.note("history matters: in a full run this workload follows W10's 6M tasks in the same process, and a timer's shards outlive it: the next timer reuses them with their slot arrays; since 2026-11-26 free slots are handed out lowest first, so this timer's tasks pack at the low end of those arrays instead of landing all over them (`--only W10,W11` the same day: 929 and 1542 ns per timeout with the lowest-first lists, 1888 with the lists before, which handed out W10's scattered slots in the order they were freed; `--only W11`, fresh: 750)");
+        t.note("each run (here and in the lateness table) starts from a settled allocator (glibc's `malloc_trim`, outside the measurement): glibc merges the small blocks freed so far all at once, holding its arena's lock, at the first larger request; after W10's 6M closures that took 0.6 s inside one of this workload's runs, and every thread that needed the allocator meanwhile waited, our tick thread included (before the settle, 4 of 10 `--only W10,W11` runs on 2026-11-26 had sleeps late by 0.3-1.3 s; 0 of 5 after)");
 
         progress(&format!(
             "W11 lateness of {n} sleeps over 1 s: {TIMER_NAME}, {TOKIO}; made ahead, then in the spawn burst"
