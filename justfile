@@ -35,7 +35,7 @@ criterion:
 loom:
     RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=4 cargo test --release -p tickwheel --test loom
 
-# The same with at most 3 preemptions per interleaving, as CI runs it (31-63 minutes on 2 cores).
+# The same with at most 3 preemptions per interleaving, as CI runs it (about 34 minutes on 2 cores).
 loom-bounded:
     RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release -p tickwheel --test loom
 
