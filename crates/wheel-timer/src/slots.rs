@@ -80,8 +80,8 @@ impl Slots {
     /// holds `u32::MAX` slots.
     #[inline(always)]
     pub(crate) fn alloc(&self) -> Option<Vacant<'_>> {
-        loop {
-            let i = self.mine.with_free(|free| {
+        self.mine.with_free(|free| {
+            loop {
                 let i = match free.pop() {
                     Some(i) => i,
                     None => self.refill(free)?,
@@ -91,14 +91,13 @@ impl Slots {
                     // the time until that add hides its fetch.
                     crate::prefetch::line(self.get(next));
                 }
-                Some(i)
-            })??;
-            // Only vacant slots are ever listed; `claim` checks anyway (that is what keeps
-            // `publish` sound), so a slot listed by mistake is skipped.
-            if let Some(vacant) = self.mine.claim(self.get(i), i) {
-                return Some(vacant);
+                // Only vacant slots are ever listed; `claim` checks anyway (that is what keeps
+                // `publish` sound), so a slot listed by mistake is skipped.
+                if let Some(vacant) = free.claim(self.get(i), i) {
+                    return Some(vacant);
+                }
             }
-        }
+        })?
     }
 
     /// The owner's free set is empty: take the lowest group of slots vacated elsewhere, or make
@@ -150,7 +149,7 @@ mod tests {
     use crate::word::{QUEUED, Word};
 
     fn publish(v: Vacant<'_>) -> u32 {
-        let (i, g) = (v.index, v.generation);
+        let (i, g) = (v.index(), v.generation());
         v.publish(Word::occupied(g, QUEUED, 0), Work::noop());
         i
     }
@@ -192,7 +191,7 @@ mod tests {
                 vacate(&slots, i); // pushed on the vacated stack
             });
         });
-        assert_eq!(slots.alloc().unwrap().index, i, "back to the owner");
+        assert_eq!(slots.alloc().unwrap().index(), i, "back to the owner");
         slots.detach(me);
         assert!(slots.alloc().is_none());
     }
@@ -230,6 +229,6 @@ mod tests {
         let _me = slots.attach().unwrap();
         let i = publish(slots.alloc().unwrap());
         slots.release(i); // a bug elsewhere: the slot is still QUEUED
-        assert_ne!(slots.alloc().unwrap().index, i);
+        assert_ne!(slots.alloc().unwrap().index(), i);
     }
 }
