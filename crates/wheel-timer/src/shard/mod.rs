@@ -261,12 +261,12 @@ impl Shard {
     /// `cover`), so a reading is reused for about a tick at most: it dates the add for lateness
     /// (`meant`) and for when the tick thread must look.
     #[inline]
-    pub(crate) fn reading(&self, clock: &dyn tickwheel_reaper::Clock) -> u64 {
+    pub(crate) fn reading(&self, now: impl FnOnce() -> u64) -> u64 {
         let flushes = self.consumer.flushes.load(Acquire);
         if flushes == self.owner.seen_flushes.load(Relaxed) {
             self.owner.reading.load(Relaxed)
         } else {
-            let now = clock.now();
+            let now = now();
             self.owner.seen_flushes.store(flushes, Relaxed);
             self.owner.reading.store(now, Relaxed);
             now
