@@ -174,11 +174,21 @@ fn lease_slow(core: &Arc<Core>) -> Lease {
         if let Some(previous) = &previous {
             forget_fast(previous);
         }
-        let owner = switch(core, previous);
-        let shard = registry::share(&owner.shard);
-        set_fast(owner.core_id, &shard);
-        *current = Some(owner);
-        Some(shard)
+        match switch(core, previous) {
+            Ok(owner) => {
+                let shard = registry::share(&owner.shard);
+                set_fast(owner.core_id, &shard);
+                *current = Some(owner);
+                Some(shard)
+            }
+            Err(previous) => {
+                if let Some(p) = &previous {
+                    set_fast(p.core_id, &p.shard);
+                }
+                *current = previous;
+                None
+            }
+        }
     });
     match switched {
         Ok(Some(shard)) => Lease::Cached(shard),
@@ -186,26 +196,32 @@ fn lease_slow(core: &Arc<Core>) -> Lease {
     }
 }
 
-/// `core`'s entry (moving `other`, the previous current entry, aside), attaching a shard if this
-/// thread has none for it yet.
-fn switch(core: &Arc<Core>, other: Option<Owner>) -> Owner {
-    let found = OTHERS
-        .try_with(|others| {
-            let mut others = others.try_borrow_mut().ok()?;
-            // Entries of timers that are gone give their shards back now.
-            others.retain(|o| o.core.strong_count() > 0);
-            let found = others
-                .iter()
-                .position(|o| o.core_id == core.id)
-                .map(|at| others.swap_remove(at));
-            if let Some(other) = other.filter(|o| o.core.strong_count() > 0) {
-                others.push(other);
-            }
-            found
-        })
-        .ok()
-        .flatten();
-    found.unwrap_or_else(|| Owner::attach(core))
+/// `core`'s entry, attaching a shard if this thread has none for it yet, with `other` (the
+/// previous current entry) moved aside among the thread's other entries. `Err(other)` if those
+/// are out of reach (being torn down at the thread's exit, or borrowed further up this thread's
+/// stack): then `other` must stay current, not be dropped. Dropped, it would give its shard up,
+/// and an add to its timer may be in progress further up this thread's stack, for this lookup
+/// can run inside one (a clock and an allocator are foreign code, and may add to another
+/// timer): that add would go on in a shard it no longer owns, which another thread may attach.
+fn switch(core: &Arc<Core>, other: Option<Owner>) -> Result<Owner, Option<Owner>> {
+    let mut other = other;
+    let found = OTHERS.try_with(|others| {
+        let mut others = others.try_borrow_mut().ok()?;
+        // Entries of timers that are gone give their shards back now (nothing adds to them).
+        others.retain(|o| o.core.strong_count() > 0);
+        let found = others
+            .iter()
+            .position(|o| o.core_id == core.id)
+            .map(|at| others.swap_remove(at));
+        if let Some(o) = other.take().filter(|o| o.core.strong_count() > 0) {
+            others.push(o);
+        }
+        Some(found)
+    });
+    match found {
+        Ok(Some(found)) => Ok(found.unwrap_or_else(|| Owner::attach(core))),
+        _ => Err(other),
+    }
 }
 
 #[cfg(all(test, not(loom)))]

@@ -424,8 +424,11 @@ impl std::ops::DerefMut for OwnedFree<'_> {
 }
 
 impl OwnedFree<'_> {
-    /// Reserves `slot` (number `index`) for a task, if it is vacant: the one way to get a
-    /// [`Vacant`], on the owner thread only (this is the proof).
+    /// Reserves `slot` (number `index`, of the shard whose [`Mine`] lent this) for a task, if it
+    /// is vacant: the one way to get a [`Vacant`], on the owner thread only (this is the proof).
+    /// Sound as long as the thread still owns the shard: nothing between `with_free`'s check
+    /// and here may run foreign code that makes it give the shard up, or must check again (the
+    /// free set's refill, which allocates, does).
     #[inline(always)]
     pub(crate) fn claim<'a>(&self, slot: &'a Slot, index: u32) -> Option<Vacant<'a>> {
         let w = slot.word();

@@ -101,12 +101,16 @@ impl Slots {
     }
 
     /// The owner's free set is empty: take the lowest group of slots vacated elsewhere, or make
-    /// a new one.
+    /// a new one. `None` as well if this thread no longer owns the shard when done: this may
+    /// allocate, and an allocator is foreign code (`local.rs` keeps such code from making the
+    /// thread give the shard up meanwhile; this checks that it did not, since `claim` relies on
+    /// it).
     #[cold]
     fn refill(&self, free: &mut FreeSet) -> Option<u32> {
         self.vacated
             .take_lowest(self.len.load(Relaxed), |i| free.insert_ordered(i));
-        free.pop().or_else(|| self.grow())
+        let i = free.pop().or_else(|| self.grow());
+        self.mine.owned_here().then_some(i)?
     }
 
     fn grow(&self) -> Option<u32> {
