@@ -1,6 +1,7 @@
 //! `TimerHandle`: names one task by (shard, slot, generation) and pins its slot while it lives.
 
 use std::fmt;
+use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
 
 use tickwheel_reaper::duration_to_ns;
@@ -42,15 +43,20 @@ pub enum TaskState {
 /// Dropping the last handle does nothing to the task (fire-and-forget adds may drop it at once).
 /// A handle outliving its timer answers `false` to everything that would change the task.
 pub struct TimerHandle {
-    /// Shard id (high half) and slot (low half): the slot is pinned while the handle lives.
-    id: u64,
+    /// The shard id's complement (high half) and the slot (low half): the slot is pinned while
+    /// the handle lives. Never zero, as no shard has id `u32::MAX` (see `registry::take`), so
+    /// an `Option<TimerHandle>` is one word too (a [`Sleep`](crate::Sleep) keeps one in the
+    /// 32 bytes a cancel reads).
+    id: NonZeroU64,
 }
 
 impl TimerHandle {
     /// The handle of a slot just published with one handle counted in its word.
+    #[inline(always)]
     pub(crate) fn new(shard: u32, slot: u32) -> Self {
+        let id = (u64::from(!shard) << 32) | u64::from(slot);
         TimerHandle {
-            id: (u64::from(shard) << 32) | u64::from(slot),
+            id: NonZeroU64::new(id).expect("no shard has id u32::MAX"),
         }
     }
 
@@ -62,12 +68,12 @@ impl TimerHandle {
     /// The id of the shard its task is in.
     #[inline(always)]
     pub(crate) fn shard_id(&self) -> u32 {
-        (self.id >> 32) as u32
+        !((self.id.get() >> 32) as u32)
     }
 
     #[inline(always)]
     fn slot(&self) -> u32 {
-        self.id as u32
+        self.id.get() as u32
     }
 
     /// Starts bringing the task's slot into the cache (see `prefetch.rs`).

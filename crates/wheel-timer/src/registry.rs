@@ -94,6 +94,9 @@ mod imp {
         }
         let mut len = r.len.lock().unwrap_or_else(|e| e.into_inner());
         let id = *len;
+        // `u32::MAX` is no shard: a handle's word and a sleep's "never armed" rely on it. (Four
+        // billion shards, one per thread alive at once, is not a limit a process meets.)
+        assert!(id < u32::MAX, "at most u32::MAX - 1 shards");
         let shard = Arc::new(make(id));
         cell(id)
             .set(shard.clone())

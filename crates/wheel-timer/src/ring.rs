@@ -15,6 +15,9 @@ pub(crate) const CAPACITY: u32 = 256;
 #[cfg(loom)]
 pub(crate) const CAPACITY: u32 = 8;
 
+/// How many records ahead of the one it hands out `consume_ahead` asks for.
+const AHEAD: u32 = 16;
+
 pub(crate) struct Ring {
     records: Box<[AtomicU64; CAPACITY as usize]>,
     /// Written by the owner only, after the record.
@@ -65,6 +68,31 @@ impl Ring {
     pub(crate) fn consume(&self, batch: (u32, u32), f: impl FnMut(u64)) {
         self.peek(batch, f);
         self.head.store(batch.1, Release);
+    }
+
+    /// `consume`, calling `ahead` with the record `AHEAD` places after the one it hands to `f`
+    /// (if the batch has it) just before: a consumer that reads a cold line per record starts
+    /// fetching the lines of the next ones meanwhile, so their misses overlap.
+    #[inline(always)]
+    pub(crate) fn consume_ahead(
+        &self,
+        batch: (u32, u32),
+        mut ahead: impl FnMut(u64),
+        mut f: impl FnMut(u64),
+    ) {
+        let (head, tail) = batch;
+        let at = |i: u32| self.records[(i % CAPACITY) as usize].load(Relaxed);
+        let len = tail.wrapping_sub(head);
+        for k in 0..AHEAD.min(len) {
+            ahead(at(head.wrapping_add(k)));
+        }
+        for k in 0..len {
+            if k + AHEAD < len {
+                ahead(at(head.wrapping_add(k + AHEAD)));
+            }
+            f(at(head.wrapping_add(k)));
+        }
+        self.head.store(tail, Release);
     }
 
     /// Reads the records `published` named and leaves them in: the consumer only (under the

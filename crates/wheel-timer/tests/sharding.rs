@@ -28,6 +28,11 @@ fn a_handle_is_one_word_and_can_be_shared() {
     fn shareable<T: Clone + Send + Sync + 'static>() {}
     shareable::<TimerHandle>();
     assert_eq!(std::mem::size_of::<TimerHandle>(), 8);
+    assert_eq!(
+        std::mem::size_of::<Option<TimerHandle>>(),
+        8,
+        "a handle is never zero"
+    );
 }
 
 #[test]

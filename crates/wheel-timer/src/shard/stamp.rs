@@ -113,7 +113,7 @@ impl Shard {
         }
         let stamping = self.stamping(clock.now(), true, by_owner);
         let mut unstamped = 0;
-        self.ring.consume(batch, |rec| {
+        let file = |rec| {
             let (i, generation) = ring::split(rec);
             // Most records of a busy shard were cancelled already: skip them without a call.
             let w = self.slots.get(i).word();
@@ -121,7 +121,15 @@ impl Shard {
                 unstamped += usize::from(!w.has(STAMPED));
                 self.stamp(locked, rec, &stamping, due);
             }
-        });
+        };
+        if by_owner {
+            self.ring.consume(batch, file); // the owner wrote these slots: they are in its cache
+        } else {
+            // Each slot is cold here (written on the owner's core, most of them a tick ago):
+            // fetch the next records' lines while this one is filed.
+            let prefetch = |rec| crate::prefetch::line(self.slots.get(ring::split(rec).0));
+            self.ring.consume_ahead(batch, prefetch, file);
+        }
         self.consumer.flushes.fetch_add(1, Release);
         unstamped
     }
