@@ -1,6 +1,10 @@
-//! What the figures were measured on, and when: core count, CPU model, memory, UTC date and time.
+//! What the figures were measured on, and when: core count, CPU model, memory, UTC date and time;
+//! and how fast the host's memory answered at the time ([`memory_latency`]).
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::hint::black_box;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use crate::rng::Rng;
 
 /// A description of this machine and the moment of the run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,6 +46,43 @@ impl Machine {
             self.cores, self.cpu, self.mem_mib, self.date
         )
     }
+}
+
+/// Nanoseconds per load of a chain of dependent loads at random places in `mib` MiB: the
+/// latency of this host's memory as the run found it. The wheel's workloads are bound by it (a
+/// cold bucket, a cold slot per timer), and on a shared virtual machine it moves: one binary of
+/// 2026-11-25 measured W1 at 76 ns per timer that day and at 115-215 ns on 2026-11-27. The
+/// report gives this figure at the start and the end of the run, so a reader can tell a slow
+/// host from slow code. `steps` loads are timed, after one pass over the chain to warm it.
+pub fn memory_latency(mib: usize, steps: usize) -> f64 {
+    let n = (mib << 20) / std::mem::size_of::<u32>();
+    let next = chain(n, &mut Rng::new(0x6d65_6d6c_6174));
+    let mut at = 0u32;
+    for _ in 0..n.min(steps) {
+        at = next[at as usize];
+    }
+    let start = Instant::now();
+    for _ in 0..steps {
+        at = next[black_box(at) as usize];
+    }
+    let ns = start.elapsed().as_nanos() as f64 / steps.max(1) as f64;
+    black_box(at);
+    ns
+}
+
+/// One cycle through all of `0..n` in random order (Sattolo's shuffle): `next[i]` is where
+/// the chain goes after `i`, so a walk from anywhere visits every index before it repeats.
+fn chain(n: usize, rng: &mut Rng) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    for i in (1..n).rev() {
+        let j = rng.range(0, i as u64 - 1) as usize; // j < i: one cycle, not several
+        order.swap(i, j);
+    }
+    let mut next = vec![0u32; n];
+    for (k, &i) in order.iter().enumerate() {
+        next[i as usize] = order[(k + 1) % n];
+    }
+    next
 }
 
 /// The value of the first `key : value` line of a `/proc` file.
@@ -88,6 +129,20 @@ mod tests {
         ] {
             assert_eq!(utc_string(secs), want);
         }
+    }
+
+    #[test]
+    fn the_chain_is_one_cycle_through_every_index() {
+        let next = chain(1000, &mut Rng::new(7));
+        let mut seen = vec![false; 1000];
+        let mut at = 0;
+        for _ in 0..1000 {
+            assert!(!seen[at], "index {at} visited twice");
+            seen[at] = true;
+            at = next[at] as usize;
+        }
+        assert_eq!(at, 0, "back at the start after 1000 steps");
+        assert!(memory_latency(1, 1000) > 0.0);
     }
 
     #[test]

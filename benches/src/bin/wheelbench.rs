@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use wheel_benches::alloc::CountingAlloc;
-use wheel_benches::machine::Machine;
+use wheel_benches::machine::{self, Machine};
 use wheel_benches::report::Table;
 use wheel_benches::scenario::{self, Check, Config, Outcome};
 use wheel_benches::svg;
@@ -158,6 +158,14 @@ fn main() -> ExitCode {
     if cfg!(debug_assertions) {
         println!("WARNING: debug build; figures are meaningless (use --release)");
     }
+    let latency = || {
+        let steps = if args.cfg.quick { 500_000 } else { 4_000_000 };
+        machine::memory_latency(LATENCY_MIB, steps)
+    };
+    let latency_before = latency();
+    println!(
+        "host memory latency: {latency_before:.1} ns per dependent load over {LATENCY_MIB} MiB"
+    );
     println!();
 
     let start = Instant::now();
@@ -200,6 +208,11 @@ fn main() -> ExitCode {
     }
     bar.finish_and_clear();
     let total = start.elapsed().as_secs_f64();
+    let host = Host {
+        before: latency_before,
+        after: latency(),
+    };
+    println!("{}", host.summary());
     let checks: Vec<&Check> = sections.iter().flat_map(|(_, _, o)| &o.checks).collect();
     let targets = targets_table(&checks);
     if !checks.is_empty() {
@@ -208,7 +221,9 @@ fn main() -> ExitCode {
     println!("total time: {total:.1} s");
 
     if args.write {
-        let md = markdown(&command, &machine, &args.cfg, total, &sections, &targets);
+        let md = markdown(
+            &command, &machine, &host, &args.cfg, total, &sections, &targets,
+        );
         let mut files = vec![(args.out.clone(), md)];
         for chart in sections.iter().flat_map(|(_, _, o)| &o.charts) {
             match svg::render(chart) {
@@ -258,9 +273,31 @@ fn targets_table(checks: &[&Check]) -> Table {
     t
 }
 
+/// How much memory the host's memory latency test walks (see `machine::memory_latency`): far
+/// more than any cache of the machines this runs on.
+const LATENCY_MIB: usize = 64;
+
+/// The host's memory latency at the start and the end of the run.
+struct Host {
+    before: f64,
+    after: f64,
+}
+
+impl Host {
+    fn summary(&self) -> String {
+        format!(
+            "host memory latency (a chain of dependent loads at random places in {LATENCY_MIB} MiB, \
+             the cost that bounds the wheel's workloads; it moves with the host's load): \
+             {:.1} ns per load at the start of the run, {:.1} ns at the end",
+            self.before, self.after
+        )
+    }
+}
+
 fn markdown(
     command: &str,
     machine: &Machine,
+    host: &Host,
     cfg: &Config,
     total: f64,
     sections: &[(String, String, Outcome)],
@@ -280,6 +317,7 @@ fn markdown(
         if cfg.quick { "quick" } else { "full" }
     ));
     md.push_str(&format!("- machine: {}\n", machine.summary()));
+    md.push_str(&format!("- {}\n", host.summary()));
     md.push_str(&format!("- total run time: {total:.1} s\n\n"));
     md.push_str("## Targets\n\n");
     md.push_str(
