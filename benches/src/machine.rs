@@ -48,14 +48,15 @@ impl Machine {
     }
 }
 
-/// Nanoseconds per load of a chain of dependent loads at random places in `mib` MiB: the
-/// latency of this host's memory as the run found it. The wheel's workloads are bound by it (a
-/// cold bucket, a cold slot per timer), and on a shared virtual machine it moves: one binary of
-/// 2026-11-25 measured W1 at 76 ns per timer that day and at 115-215 ns on 2026-11-27. The
-/// report gives this figure at the start and the end of the run, so a reader can tell a slow
-/// host from slow code. `steps` loads are timed, after one pass over the chain to warm it.
+/// Nanoseconds per load of a chain of dependent loads at random places in `mib` MiB (at least
+/// 1): the latency of this host's memory as the run found it, page walks included (4 KiB pages
+/// here). The wheel's workloads are bound by it (a cold bucket, a cold slot per timer), and on a
+/// shared virtual machine it moves: one binary of 2026-11-25 measured W1 at 76 ns per timer that
+/// day and at 115-215 ns on 2026-11-27. The report gives this figure at the start and the end of
+/// the run, so a reader can tell a slow host from slow code. `steps` loads are timed, after
+/// `steps` untimed ones (up to the chain's length) to fault its pages in and warm what caches it.
 pub fn memory_latency(mib: usize, steps: usize) -> f64 {
-    let n = (mib << 20) / std::mem::size_of::<u32>();
+    let n = ((mib.max(1) << 20) / std::mem::size_of::<u32>()).min(u32::MAX as usize);
     let next = chain(n, &mut Rng::new(0x6d65_6d6c_6174));
     let mut at = 0u32;
     for _ in 0..n.min(steps) {
@@ -70,12 +71,14 @@ pub fn memory_latency(mib: usize, steps: usize) -> f64 {
     ns
 }
 
-/// One cycle through all of `0..n` in random order (Sattolo's shuffle): `next[i]` is where
-/// the chain goes after `i`, so a walk from anywhere visits every index before it repeats.
+/// One cycle through all of `0..n` in random order: `next[i]` is where the chain goes after
+/// `i`. The indexes are shuffled (Fisher-Yates) and each links to the one after it in that
+/// order, the last back to the first, so a walk from anywhere visits every index before it
+/// repeats, and each step's address depends on the load before it.
 fn chain(n: usize, rng: &mut Rng) -> Vec<u32> {
     let mut order: Vec<u32> = (0..n as u32).collect();
     for i in (1..n).rev() {
-        let j = rng.range(0, i as u64 - 1) as usize; // j < i: one cycle, not several
+        let j = rng.range(0, i as u64) as usize;
         order.swap(i, j);
     }
     let mut next = vec![0u32; n];

@@ -131,6 +131,12 @@ impl Waiter {
         }
     }
 
+    /// The current arming's epoch: the last `rearm`'s (0 before any). Only the future moves it
+    /// on; the firing side changes the status only.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.state.load(Acquire) >> 2
+    }
+
     /// Starts the next arming and returns its epoch. Only the future calls it.
     pub(crate) fn rearm(&self) -> u64 {
         let epoch = (self.state.load(Acquire) >> 2) + 1;

@@ -41,42 +41,21 @@ use crate::task::{When, Work};
 /// # Ok(()) }
 /// ```
 #[must_use = "a sleep does nothing unless awaited"]
-// The first four fields are what a poll, a cancel and a drop read: 32 bytes, 32-aligned, so one
-// cache line whatever the sleep's place in its task. A sleep that wraps a request is cold by the
-// time the request completes (thousands of other tasks ran meanwhile), and with these fields
-// spread over two lines that cancel waited for two misses (W11's profile: a third of the
-// timeout's own cost on one core).
+// The first three fields are what a cancel and a drop read: 32 bytes, 32-aligned, so one cache
+// line whatever the sleep's place in its task. A sleep that wraps a request is cold by the time
+// the request completes (thousands of other tasks ran meanwhile), and with these fields spread
+// over two lines that cancel waited for two misses (W11's profile: a third of the timeout's own
+// cost on one core).
 #[repr(C, align(32))]
 pub struct Sleep {
     /// `None` once the arming ended (the deadline is then known), was cancelled, or was refused.
     handle: Option<TimerHandle>,
     /// Given back to the thread's spares when the sleep drops (see [`Waiter::take`]).
     waiter: ManuallyDrop<Arc<Waiter>>,
-    epoch: u64,
-    deadline: Deadline,
+    /// Clock nanoseconds; `None` while a sleep made from a delay waits for its shard to stamp it
+    /// (see [`Sleep::after`]).
+    deadline: Option<u64>,
     timer: TimerRef,
-}
-
-/// A sleep's deadline in clock nanoseconds, if known: not while a sleep made from a delay waits
-/// for its shard to stamp it (see [`Sleep::after`]). One word: `u64::MAX` stands for "not known"
-/// as well as for the end of time, which is harmless: a deadline not known is asked of the
-/// slot, which answers `u64::MAX` for one at the end of time, and a sleep with no slot to ask
-/// answers `u64::MAX` too (see [`Sleep::deadline_ns`]).
-#[derive(Clone, Copy, Debug)]
-struct Deadline(u64);
-
-impl Deadline {
-    const UNKNOWN: Deadline = Deadline(u64::MAX);
-
-    fn known(self) -> Option<u64> {
-        (self.0 != u64::MAX).then_some(self.0)
-    }
-}
-
-impl From<Option<u64>> for Deadline {
-    fn from(d: Option<u64>) -> Self {
-        d.map_or(Deadline::UNKNOWN, Deadline)
-    }
 }
 
 /// How a sleep finds its timer again without holding it. An `Arc` of the timer in every sleep
@@ -138,8 +117,7 @@ impl Sleep {
         Sleep {
             handle,
             waiter: ManuallyDrop::new(waiter),
-            epoch: 0,
-            deadline: deadline.into(),
+            deadline,
             timer,
         }
     }
@@ -174,12 +152,12 @@ impl Sleep {
 
     /// True once the deadline came (the future is ready, or was).
     pub fn is_elapsed(&self) -> bool {
-        self.waiter.outcome(self.epoch) == Some(Outcome::Fired)
+        self.waiter.outcome(self.epoch()) == Some(Outcome::Fired)
     }
 
     /// True if it completed because the timer shut down (or was gone) before the deadline.
     pub fn is_shutdown(&self) -> bool {
-        self.waiter.outcome(self.epoch) == Some(Outcome::ShutDown)
+        self.waiter.outcome(self.epoch()) == Some(Outcome::ShutDown)
     }
 
     /// Moves the deadline to `deadline`, earlier or later, whether or not the sleep already
@@ -203,8 +181,8 @@ impl Sleep {
 
     /// Moves the armed timer to `deadline` if it is still waiting.
     fn moved_to(&mut self, deadline: u64) -> bool {
-        self.deadline = Deadline(deadline);
-        self.waiter.outcome(self.epoch).is_none()
+        self.deadline = Some(deadline);
+        self.waiter.outcome(self.epoch()).is_none()
             && self
                 .handle
                 .as_ref()
@@ -215,11 +193,11 @@ impl Sleep {
     /// then ends at once, shut down).
     fn rearm(&mut self, core: Option<&Arc<Core>>, deadline: u64) {
         self.disarm();
-        self.epoch = self.waiter.rearm();
+        let epoch = self.waiter.rearm();
         self.handle = match core {
-            Some(core) => arm(core, &self.waiter, self.epoch, When::Clock(deadline)),
+            Some(core) => arm(core, &self.waiter, epoch, When::Clock(deadline)),
             None => {
-                self.waiter.shut_down(self.epoch);
+                self.waiter.shut_down(epoch);
                 None
             }
         };
@@ -228,12 +206,21 @@ impl Sleep {
         }
     }
 
-    /// Cancels the armed timer, if any: the future will not complete for this arming. Only
-    /// where the deadline is known already or never asked for again (a re-arming, a drop, a
-    /// completed [`Timeout`](super::Timeout)), so the cancel's compare-and-swap is the first
-    /// access to the slot: on a core other than the one that stamped it, one transfer of the
-    /// line instead of a read and then an upgrade.
-    pub(crate) fn disarm(&mut self) {
+    /// Cancels the armed timer, if any (the future will not complete for this arming), keeping
+    /// its deadline if it was stamped: a completed [`Timeout`](super::Timeout) still shows it.
+    pub(crate) fn cancel(&mut self) {
+        if self.deadline.is_none()
+            && let Some(h) = &self.handle
+        {
+            // Kept if it was stamped (the slot's line is needed for the cancel anyway).
+            self.deadline = h.deadline_if_stamped_ns();
+        }
+        self.disarm();
+    }
+
+    /// `cancel` where the deadline is known already or can never be asked for again (a
+    /// re-arming, a drop): no look at the slot's stamp first.
+    fn disarm(&mut self) {
         if let Some(h) = self.handle.take() {
             // The cancel drops the task's hold on the waiter: fetch its line while the slot's
             // comes in, not after.
@@ -253,7 +240,7 @@ impl Sleep {
 
     /// The clock time it completes at, in nanoseconds.
     pub(crate) fn deadline_ns(&self) -> u64 {
-        if let Some(d) = self.deadline.known() {
+        if let Some(d) = self.deadline {
             return d;
         }
         match &self.handle {
@@ -268,25 +255,29 @@ impl Sleep {
     /// The deadline if it is known without stamping it (for `Debug`, which should not take
     /// the shard's lock and drain its ring, handing out due tasks on the caller's thread).
     fn known_deadline(&self) -> Option<Instant> {
-        let ns = match self.deadline.known() {
+        let ns = match self.deadline {
             Some(d) => Some(d),
             None => self.handle.as_ref()?.deadline_if_stamped_ns(),
         };
         ns.map(|d| instant_at(self.timer.origin, d))
     }
 
+    /// The current arming: the waiter's, which only this sleep moves on (`rearm`), so it needs
+    /// no copy here (a copy would not fit in the 32 bytes a cancel reads).
+    fn epoch(&self) -> u64 {
+        self.waiter.epoch()
+    }
+
     /// Ready with how the current arming ended.
     pub(crate) fn poll_outcome(&mut self, cx: &mut Context<'_>) -> Poll<Outcome> {
-        let o = self.waiter.poll(self.epoch, cx);
+        let o = self.waiter.poll(self.epoch(), cx);
         if o.is_ready()
             && let Some(h) = self.handle.take()
         {
             // Final: nothing left to cancel. The thread that ended the arming stamped the slot
             // first (the waiter's ordering makes the stamp visible here): keep the deadline
             // before the handle lets the slot go.
-            if self.deadline.known().is_none() {
-                self.deadline = Deadline(h.stamped_deadline_ns());
-            }
+            self.deadline.get_or_insert_with(|| h.stamped_deadline_ns());
         }
         o
     }
@@ -338,19 +329,31 @@ impl fmt::Debug for Sleep {
 mod tests {
     use std::mem::{align_of, offset_of, size_of};
 
-    use super::Sleep;
+    use super::*;
 
     #[test]
     fn what_a_cancel_reads_is_in_one_cache_line() {
         assert_eq!(align_of::<Sleep>(), 32);
-        for end in [
-            offset_of!(Sleep, handle) + 8,
-            offset_of!(Sleep, waiter) + 8,
-            offset_of!(Sleep, epoch) + 8,
-            offset_of!(Sleep, deadline) + 8,
+        for (field, end) in [
+            (
+                "handle",
+                offset_of!(Sleep, handle) + size_of::<Option<TimerHandle>>(),
+            ),
+            (
+                "waiter",
+                offset_of!(Sleep, waiter) + size_of::<Arc<Waiter>>(),
+            ),
+            (
+                "deadline",
+                offset_of!(Sleep, deadline) + size_of::<Option<u64>>(),
+            ),
         ] {
-            assert!(end <= 32, "a hot field ends at byte {end}");
+            assert!(end <= 32, "{field} ends at byte {end}");
         }
-        assert_eq!(size_of::<Sleep>(), 64);
+        assert_eq!(
+            size_of::<Sleep>(),
+            64,
+            "the timer's half fills the second 32 bytes"
+        );
     }
 }

@@ -94,7 +94,7 @@ impl<F: Future> Future for Timeout<F> {
         let future = unsafe { Pin::new_unchecked(&mut this.future) };
         this.sleep.prefetch(); // a completed future cancels the timer: fetch its lines meanwhile
         if let Poll::Ready(v) = future.poll(cx) {
-            this.sleep.disarm(); // done: its deadline is never asked for again
+            this.sleep.cancel();
             return Poll::Ready(Ok(v));
         }
         this.sleep.poll_outcome(cx).map(|o| {

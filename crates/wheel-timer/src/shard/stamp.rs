@@ -122,11 +122,14 @@ impl Shard {
                 self.stamp(locked, rec, &stamping, due);
             }
         };
-        if by_owner {
-            self.ring.consume(batch, file); // the owner wrote these slots: they are in its cache
+        // The owner's own drains (a full ring, a short delay) find the slots it just wrote in
+        // its cache. Other drains (the tick thread's each tick, a stamp on demand, a reschedule)
+        // mostly find them cold: written on the owner's core, most of them a tick ago, so they
+        // fetch the next records' lines while this one is filed. (Not under loom, where the
+        // prefetch does nothing and a second load of each record is one more step to interleave.)
+        if by_owner || cfg!(loom) {
+            self.ring.consume(batch, file);
         } else {
-            // Each slot is cold here (written on the owner's core, most of them a tick ago):
-            // fetch the next records' lines while this one is filed.
             let prefetch = |rec| crate::prefetch::line(self.slots.get(ring::split(rec).0));
             self.ring.consume_ahead(batch, prefetch, file);
         }
