@@ -131,12 +131,6 @@ impl Waiter {
         }
     }
 
-    /// The current arming's epoch: the last `rearm`'s (0 before any). Only the future moves it
-    /// on; the firing side changes the status only.
-    pub(crate) fn epoch(&self) -> u64 {
-        self.state.load(Acquire) >> 2
-    }
-
     /// Starts the next arming and returns its epoch. Only the future calls it.
     pub(crate) fn rearm(&self) -> u64 {
         let epoch = (self.state.load(Acquire) >> 2) + 1;
@@ -144,23 +138,21 @@ impl Waiter {
         epoch
     }
 
-    /// How arming `epoch` ended, if it did.
-    pub(crate) fn outcome(&self, epoch: u64) -> Option<Outcome> {
-        let s = self.state.load(Acquire);
-        if s >> 2 != epoch {
-            return None;
-        }
-        match s & STATUS {
+    /// How the current arming (the last `rearm`'s, or the first) ended, if it did. Only the
+    /// future moves the epoch on, and the firing side changes the status of its own arming
+    /// only, so the future needs no copy of the epoch to ask.
+    pub(crate) fn outcome(&self) -> Option<Outcome> {
+        match self.state.load(Acquire) & STATUS {
             FIRED => Some(Outcome::Fired),
             SHUT_DOWN => Some(Outcome::ShutDown),
             _ => None,
         }
     }
 
-    /// Ready when arming `epoch` ended; else keeps `cx`'s waker (replacing a different one).
-    pub(crate) fn poll(&self, epoch: u64, cx: &mut Context<'_>) -> Poll<Outcome> {
+    /// Ready when the current arming ended; else keeps `cx`'s waker (replacing a different one).
+    pub(crate) fn poll(&self, cx: &mut Context<'_>) -> Poll<Outcome> {
         let mut slot = self.waker.lock();
-        if let Some(o) = self.outcome(epoch) {
+        if let Some(o) = self.outcome() {
             return Poll::Ready(o);
         }
         let replaced = match &mut *slot {

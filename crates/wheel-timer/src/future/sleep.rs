@@ -152,12 +152,12 @@ impl Sleep {
 
     /// True once the deadline came (the future is ready, or was).
     pub fn is_elapsed(&self) -> bool {
-        self.waiter.outcome(self.epoch()) == Some(Outcome::Fired)
+        self.waiter.outcome() == Some(Outcome::Fired)
     }
 
     /// True if it completed because the timer shut down (or was gone) before the deadline.
     pub fn is_shutdown(&self) -> bool {
-        self.waiter.outcome(self.epoch()) == Some(Outcome::ShutDown)
+        self.waiter.outcome() == Some(Outcome::ShutDown)
     }
 
     /// Moves the deadline to `deadline`, earlier or later, whether or not the sleep already
@@ -182,7 +182,7 @@ impl Sleep {
     /// Moves the armed timer to `deadline` if it is still waiting.
     fn moved_to(&mut self, deadline: u64) -> bool {
         self.deadline = Some(deadline);
-        self.waiter.outcome(self.epoch()).is_none()
+        self.waiter.outcome().is_none()
             && self
                 .handle
                 .as_ref()
@@ -262,15 +262,9 @@ impl Sleep {
         ns.map(|d| instant_at(self.timer.origin, d))
     }
 
-    /// The current arming: the waiter's, which only this sleep moves on (`rearm`), so it needs
-    /// no copy here (a copy would not fit in the 32 bytes a cancel reads).
-    fn epoch(&self) -> u64 {
-        self.waiter.epoch()
-    }
-
     /// Ready with how the current arming ended.
     pub(crate) fn poll_outcome(&mut self, cx: &mut Context<'_>) -> Poll<Outcome> {
-        let o = self.waiter.poll(self.epoch(), cx);
+        let o = self.waiter.poll(cx);
         if o.is_ready()
             && let Some(h) = self.handle.take()
         {
