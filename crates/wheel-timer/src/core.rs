@@ -13,12 +13,12 @@ use crate::context::TaskContext;
 use crate::lifecycle::Lifecycle;
 use crate::loom::Mutex;
 use crate::loom::atomic::{AtomicU64, Ordering::*};
+use crate::mine::OwnerToken;
 use crate::panic::Panics;
 use crate::registry::{self, ShardRef};
 use crate::route::{Pool, Routes};
 use crate::running::{Queued, Running};
 use crate::shard::{Fire, Returned, Shard, WAKE_HERE};
-use crate::slot::OwnerToken;
 use crate::stats::Histogram;
 
 /// Ids of timers, so a thread's cache can tell them apart (a plain `std` atomic: ids are not part

@@ -58,6 +58,7 @@ mod job;
 mod lifecycle;
 mod local;
 mod loom;
+mod mine;
 mod panic;
 mod prefetch;
 mod registry;

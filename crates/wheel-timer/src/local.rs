@@ -9,9 +9,9 @@ use std::cell::{Cell, RefCell};
 use std::sync::{Arc, Weak};
 
 use crate::core::Core;
+use crate::mine::OwnerToken;
 use crate::registry::{self, ShardRef};
 use crate::shard::Shard;
-use crate::slot::OwnerToken;
 
 /// Thread keys are never reused: a shard's owner key can be compared without a race against a
 /// later thread that happens to reuse some address.

@@ -1,6 +1,6 @@
-//! Task slots: one cache line per task in a shard's never-moving array, and the crate's one
+//! Task slots: one cache line per task in a shard's never-moving array, and the crate's main
 //! `unsafe`: the cell a slot keeps its task's closure in, owned by the slot word's protocol
-//! instead of a lock.
+//! instead of a lock. (Which thread may allocate slots at all is `mine.rs`.)
 //!
 //! A mutex per slot would cost two more atomic operations on every add and two on every cancel,
 //! on the path users call millions of times a second; the word already decides who owns the
@@ -25,12 +25,9 @@
 
 #![allow(unsafe_code)]
 
-use std::marker::PhantomData;
-
-use crate::free::FreeSet;
-use crate::local::thread_key;
 use crate::loom::UnsafeCell;
-use crate::loom::atomic::{AtomicBool, AtomicU64, Ordering::*};
+use crate::loom::atomic::{AtomicU64, Ordering::*};
+use crate::mine::OwnedFree;
 use crate::task::Work;
 use crate::word::{BUSY, DUE, QUEUED, RUNNING, STOP, State, VACANT, WAITING, Word};
 
@@ -269,12 +266,6 @@ impl<'a> Run<'a> {
     }
 }
 
-/// Proof that this thread owns a shard's slots (from [`Mine::attach`]). Not `Send`: only the
-/// thread that attached can give the shard up.
-pub(crate) struct OwnerToken {
-    _not_send: PhantomData<*const ()>,
-}
-
 /// A vacant slot reserved by its shard's owner thread: only it can publish a task into the slot.
 ///
 /// Two words (the slot, and its index and generation in one), so that a function returning an
@@ -322,107 +313,6 @@ impl<'a> Vacant<'a> {
     }
 }
 
-/// Clears `Mine::busy` when dropped.
-struct Busy<'a>(&'a AtomicBool);
-
-impl Drop for Busy<'_> {
-    #[inline(always)]
-    fn drop(&mut self) {
-        self.0.store(false, Relaxed);
-    }
-}
-
-/// A shard's owner side of its slots: which thread owns the shard, and that thread's free list.
-/// Only the owner allocates, which is what makes [`Vacant::publish`] sound.
-pub(crate) struct Mine {
-    /// `thread_key()` of the thread that owns the shard; 0 while it has none.
-    owner: AtomicU64,
-    /// The owner is inside `with_free` (a guard against re-entry on its own thread).
-    busy: AtomicBool,
-    /// Vacant slots only the owner hands out.
-    free: UnsafeCell<FreeSet>,
-}
-
-// SAFETY: `free` is the only field that is not `Sync`; it is touched only inside `with_free`, on
-// the one thread whose key is in `owner` (see the SAFETY comment there).
-unsafe impl Sync for Mine {}
-
-impl Mine {
-    pub(crate) fn new() -> Self {
-        Mine {
-            owner: AtomicU64::new(0),
-            busy: AtomicBool::new(false),
-            free: UnsafeCell::new(FreeSet::default()),
-        }
-    }
-
-    /// Makes this thread the owner, if there is none.
-    pub(crate) fn attach(&self) -> Option<OwnerToken> {
-        let key = thread_key();
-        self.owner
-            .compare_exchange(0, key, AcqRel, Acquire)
-            .ok()
-            .map(|_| OwnerToken {
-                _not_send: PhantomData,
-            })
-    }
-
-    /// Gives ownership up (the free list stays for the next owner).
-    pub(crate) fn detach(&self, _token: OwnerToken) {
-        self.owner.store(0, Release);
-    }
-
-    /// True on the owner thread.
-    #[inline(always)]
-    pub(crate) fn owned_here(&self) -> bool {
-        self.owner.load(Acquire) == thread_key()
-    }
-
-    /// Runs `f` with the owner's free list, if this thread is the owner and is not already
-    /// inside a call of this. (`f` only pushes and pops; if it panicked, the list would be left
-    /// as it was then, still a list of slot numbers that `claim` checks.)
-    #[inline(always)]
-    pub(crate) fn with_free<R>(&self, f: impl FnOnce(&mut OwnedFree<'_>) -> R) -> Option<R> {
-        if !self.owned_here() || self.busy.load(Relaxed) {
-            return None;
-        }
-        self.busy.store(true, Relaxed);
-        // Cleared however `f` ends: a panic (a bug) must not leave the shard refusing every add.
-        let _busy = Busy(&self.busy);
-        Some(self.free.with_mut(|free| {
-            // SAFETY: this thread owns the shard (its key is the owner's: keys are unique and
-            // only `attach` on this thread set it, only `detach` with this thread's non-`Send`
-            // token clears it), so no other thread gets here; `busy` rules out a second borrow
-            // on this thread. The acquire load of `owner` sees the previous owner's last writes.
-            let free = unsafe { &mut *free };
-            f(&mut OwnedFree { free })
-        }))
-    }
-}
-
-/// The owner's free list as [`Mine::with_free`] lends it, and the proof that the caller is the
-/// shard's owner thread (only `with_free` makes one, after checking): what [`claim`](Self::claim)
-/// needs. One check of the owner per allocation, not two (12 of the 389 instructions of an add
-/// + cancel).
-pub(crate) struct OwnedFree<'f> {
-    free: &'f mut FreeSet,
-}
-
-impl std::ops::Deref for OwnedFree<'_> {
-    type Target = FreeSet;
-    #[inline(always)]
-    fn deref(&self) -> &FreeSet {
-        self.free
-    }
-}
-
-impl std::ops::DerefMut for OwnedFree<'_> {
-    #[inline(always)]
-    fn deref_mut(&mut self) -> &mut FreeSet {
-        self.free
-    }
-}
-
 impl OwnedFree<'_> {
     /// Reserves `slot` (number `index`, of the shard whose [`Mine`] lent this) for a task, if it
     /// is vacant: the one way to get a [`Vacant`], on the owner thread only (this is the proof).
@@ -442,6 +332,7 @@ impl OwnedFree<'_> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::mine::Mine;
 
     fn claim<'a>(mine: &Mine, slot: &'a Slot, index: u32) -> Option<Vacant<'a>> {
         mine.with_free(|owned| owned.claim(slot, index)).flatten()

@@ -6,7 +6,8 @@ use crossbeam_utils::CachePadded;
 use crate::chunked::{Chunked, MAX_INDEX};
 use crate::free::FreeSet;
 use crate::loom::atomic::{AtomicU32, Ordering::*};
-use crate::slot::{Mine, OwnerToken, Slot, Vacant};
+use crate::mine::{Mine, OwnerToken};
+use crate::slot::{Slot, Vacant};
 use crate::vacated::Vacated;
 
 /// A shard's slots. The owner thread allocates; any thread may vacate.

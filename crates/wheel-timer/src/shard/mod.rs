@@ -34,6 +34,7 @@ use crossbeam_utils::CachePadded;
 use tickwheel_reaper::Due;
 use tickwheel_wheel::{TimerId, TimingWheel};
 
+mod deadline;
 mod moves;
 pub(crate) use moves::Rearm;
 mod stamp;
@@ -42,8 +43,9 @@ mod young;
 use crate::core::Core;
 use crate::loom::atomic::{AtomicU64, Ordering::*};
 use crate::loom::{Mutex, MutexGuard};
+use crate::mine::OwnerToken;
 use crate::ring::{self, Ring};
-use crate::slot::{OwnerToken, Run};
+use crate::slot::Run;
 use crate::slots::Slots;
 use crate::task::Work;
 use crate::word::{
