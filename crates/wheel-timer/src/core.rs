@@ -231,12 +231,25 @@ impl Drop for Core {
     }
 }
 
-/// The instant of clock time `ns` on a clock whose time 0 is `origin` (about 30 years ahead for
-/// times `Instant` cannot hold).
+/// The instant of clock time `ns` on a clock whose time 0 is `origin`, or for a time `Instant`
+/// cannot hold, the latest one it can (to within a nanosecond): never earlier than any instant
+/// there is, and no panic whatever the clock's origin.
 pub(crate) fn instant_at(origin: Instant, ns: u64) -> Instant {
-    origin
-        .checked_add(Duration::from_nanos(ns))
-        .unwrap_or_else(|| origin + Duration::from_secs(30 * 365 * 86_400))
+    let mut d = Duration::from_nanos(ns);
+    if let Some(at) = origin.checked_add(d) {
+        return at;
+    }
+    // Past the end: bisect the longest step from `origin` that fits (64 steps at most).
+    let (mut fits, mut past) = (Duration::ZERO, d);
+    while past - fits > Duration::from_nanos(1) {
+        d = fits + (past - fits) / 2;
+        if origin.checked_add(d).is_some() {
+            fits = d;
+        } else {
+            past = d;
+        }
+    }
+    origin + fits
 }
 
 /// Clock nanoseconds of `at` on a clock whose time 0 is `origin` (0 for instants before it,

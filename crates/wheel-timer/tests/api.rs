@@ -585,6 +585,54 @@ fn a_clock_of_the_users_own_drives_the_timer() {
     );
 }
 
+/// The latest `Instant` this platform can hold, to within a second.
+fn latest_instant() -> Instant {
+    let now = Instant::now();
+    let (mut fits, mut overflows) = (0u64, u64::MAX);
+    while overflows - fits > 1 {
+        let mid = fits + (overflows - fits) / 2;
+        if now.checked_add(Duration::from_secs(mid)).is_some() {
+            fits = mid;
+        } else {
+            overflows = mid;
+        }
+    }
+    now + Duration::from_secs(fits)
+}
+
+/// A clock of the user's own whose time 0 is an hour before the end of what `Instant` can hold.
+struct NearTheEnd(Instant);
+
+impl Clock for NearTheEnd {
+    fn now(&self) -> u64 {
+        0
+    }
+    fn instant_of(&self, t: u64) -> Option<Instant> {
+        self.0.checked_add(Duration::from_nanos(t))
+    }
+}
+
+/// A deadline past the last instant `Instant` can hold is shown as that last instant, on any
+/// clock, and nothing panics (review of 2026-11-27: the fallback for such deadlines was its
+/// origin plus 30 years, unchecked, which panicked on a clock whose time 0 is near that end).
+#[test]
+fn a_deadline_past_the_last_instant_shows_the_last_instant() {
+    let origin = latest_instant() - Duration::from_secs(3600);
+    let timer = Timer::builder().clock(NearTheEnd(origin)).build().unwrap();
+    let far = Duration::from_secs(400 * 365 * 86_400);
+    let handle = timer.add_or_submit(Task::after(far, || {})).unwrap();
+    let shown = handle.deadline().expect("a pending task has a deadline");
+    assert!(
+        shown >= origin + Duration::from_secs(3599),
+        "not earlier than any instant there is"
+    );
+    let sleep = timer.sleep(far);
+    assert_eq!(sleep.deadline(), shown);
+    assert!(handle.cancel());
+    drop(sleep);
+    assert_eq!(timer.pending(), 0);
+}
+
 // Found by an adversarial review of the first version of this API (2026-11-22); each failed
 // then. (`wait_idle` inside a task now returns at once instead of waiting for other jobs.)
 
