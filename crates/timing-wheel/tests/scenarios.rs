@@ -250,3 +250,31 @@ fn invalid_configurations_get_typed_errors() {
         "invalid tick 0: the tick must be at least 1"
     );
 }
+
+// Found by the adversarial review of 2026-11-27: `drain` ordered overdue entries, whose stored
+// tick is clamped to the clock, by slot rather than by their own deadlines.
+
+#[test]
+fn drain_after_a_panicking_advance_is_earliest_deadline_first() {
+    let mut w = TimingWheel::new(1, 64, 0).unwrap();
+    for d in [300u64, 200, 100, 50] {
+        w.insert(d, d).unwrap();
+    }
+    // The callback panics on the first item (50): 100, 200 and 300 stay in the wheel, overdue.
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        w.advance(1_000, |_| panic!("callback fails"));
+    }));
+    assert!(r.is_err());
+    assert_eq!(w.len(), 3);
+    assert_eq!(w.drain(), [100, 200, 300]);
+}
+
+#[test]
+fn drain_after_reschedules_into_the_past_is_earliest_deadline_first() {
+    let mut w = TimingWheel::new(10, 64, 15).unwrap(); // now 15, inside tick 1
+    let x = w.insert(100, "x: deadline 15").unwrap();
+    let y = w.insert(100, "y: deadline 5").unwrap();
+    assert!(w.reschedule(x, 15)); // due at tick 2, later in the current one: overdue
+    assert!(w.reschedule(y, 5)); // due at tick 1
+    assert_eq!(w.drain(), ["y: deadline 5", "x: deadline 15"]);
+}

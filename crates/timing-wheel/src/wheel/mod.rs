@@ -481,11 +481,17 @@ impl<T> TimingWheel<T> {
     /// Removes and returns every pending item, earliest deadline first (for shutdown). Ids of the
     /// removed entries go stale; the clock stays where it is.
     pub fn drain(&mut self) -> Vec<T> {
+        // An overdue entry's stored tick is clamped to the clock (see `reschedule` and `defer`):
+        // its own tick is in its overdue record, and the overdue list holds every overdue entry.
+        let cur = self.cur;
         let mut order: Vec<(u64, u32)> = self
             .slab
             .occupied()
             .map(|slot| (self.slab.at(slot).due(), slot))
+            .filter(|&(due, _)| due > cur)
+            .chain(self.overdue.iter().map(|r| (r.due, r.slot)))
             .collect();
+        debug_assert_eq!(order.len(), self.len, "every pending entry, once");
         order.sort_unstable();
         let items = order
             .into_iter()
