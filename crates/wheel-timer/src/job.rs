@@ -132,6 +132,13 @@ fn record_run(core: &Core, fire: Fire, pool: Pool, started: u64, end: u64, own: 
     };
     let ran = end.saturating_sub(started);
     core.routes.record(pool, ran);
+    if pool == Pool::Own {
+        // A task that names its own executor always runs there: isolation, which moves a class
+        // off the timer's pool, has nothing to move, and its runs say nothing of the class's
+        // runs on that pool (review of 2026-11-27: they isolated the default class, or their
+        // named one, in `Stats` while its tasks stayed on the timer's pool).
+        return;
+    }
     let isolations = &core.routes.isolations;
     let shard = registry::shard(fire.shard);
     let side = shard.slots.route(fire.slot);

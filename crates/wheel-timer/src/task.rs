@@ -273,7 +273,8 @@ impl Task {
         self
     }
 
-    /// Runs the task on `executor` instead of the timer's (and never on the slow pool). The
+    /// Runs the task on `executor` instead of the timer's (and never on the slow pool): its runs
+    /// are not watched for slowness, and count toward no class's isolation. The
     /// executor must not block its caller, the timer's tick thread (see
     /// [`Executor`](crate::Executor)). Each distinct executor is remembered by the timer for its
     /// life: share one `Arc` among tasks rather than making one per task.

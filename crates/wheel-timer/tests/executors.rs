@@ -410,3 +410,79 @@ fn max_pending_bounds_the_backlog_of_a_stalled_executor() {
         .add_or_submit(Task::after(Duration::ZERO, || {}))
         .unwrap();
 }
+
+/// A timer whose main pool and a task's own executor hold their jobs until run, with isolation
+/// at one strike of 10 ms.
+fn held_timer() -> (ManualClock, Arc<support::Held>, Arc<support::Held>, Timer) {
+    let clock = ManualClock::new();
+    let (main, own) = (
+        Arc::new(support::Held::default()),
+        Arc::new(support::Held::default()),
+    );
+    let timer = Timer::builder()
+        .clock(clock.clone())
+        .executor(main.clone())
+        .isolation(
+            Isolation::new()
+                .threshold(10 * MS)
+                .strikes(1)
+                .window(Duration::from_secs(60)),
+        )
+        .build()
+        .unwrap();
+    (clock, main, own, timer)
+}
+
+// Found by the adversarial review of 2026-11-27: slow runs on a task's own executor were
+// counted against its class (the default one if unnamed), which `Stats` then listed as isolated
+// while its tasks stayed on the timer's pool.
+
+#[test]
+fn slow_runs_on_a_tasks_own_executor_isolate_no_class() {
+    for class in [None, Some("report")] {
+        let (clock, main, own, timer) = held_timer();
+        let c = clock.clone();
+        let slow = Task::after(MS, move || c.advance(20 * MS)).on(own.clone());
+        let slow = match class {
+            Some(name) => slow.class(name),
+            None => slow,
+        };
+        timer.add_or_submit(slow).unwrap();
+        clock.advance(MS);
+        assert_eq!(own.len(), 1);
+        own.run_all(); // one run of 20 ms, over the 10 ms threshold
+        timer.wait_idle();
+
+        // A task of the same class without its own executor still goes to the timer's pool.
+        let same = Task::after(MS, || {});
+        let same = match class {
+            Some(name) => same.class(name),
+            None => same,
+        };
+        timer.add_or_submit(same).unwrap();
+        clock.advance(MS);
+        assert_eq!(main.len(), 1, "{class:?}: still on the timer's pool");
+        main.run_all();
+        timer.wait_idle();
+        let stats = timer.stats();
+        assert!(stats.isolated_classes.is_empty(), "{class:?}: {stats:?}");
+        assert_eq!(stats.isolations, 0, "{class:?}");
+    }
+}
+
+/// The same slow run on the timer's pool does isolate its class: the test above is not vacuous.
+#[test]
+fn the_same_slow_run_on_the_timers_pool_isolates_its_class() {
+    let (clock, main, _own, timer) = held_timer();
+    let c = clock.clone();
+    timer
+        .add_or_submit(Task::after(MS, move || c.advance(20 * MS)).class("report"))
+        .unwrap();
+    clock.advance(MS);
+    assert_eq!(main.len(), 1);
+    main.run_all();
+    timer.wait_idle();
+    let stats = timer.stats();
+    assert_eq!(stats.isolated_classes, ["report"]);
+    assert_eq!(stats.isolations, 1);
+}
