@@ -3,8 +3,10 @@
 //! [`TimingWheel`] holds items until their deadlines, in the caller's unit of time, with O(1)
 //! insert, cancel and reschedule on a slab of entries, lazily created overflow levels that cover
 //! the whole `u64` range, and one delay queue of buckets (the [`priority_queue`] crate) that tells
-//! [`TimingWheel::next_expiration`] how long a driver may sleep without missing a deadline (after
-//! cancels, at most one wake-up finds nothing to hand out). It never hands an item
+//! [`TimingWheel::next_expiration`] how long a driver may sleep without missing a deadline (a
+//! wake-up may hand nothing out: a coarse bucket comes due at its first tick and may only move
+//! its entries to finer levels, at most once per level for each entry, or hold only cancelled
+//! ones). It never hands an item
 //! out before its deadline, and hands it out at the first [`TimingWheel::advance`] that reaches the
 //! deadline rounded up to the tick.
 //!
