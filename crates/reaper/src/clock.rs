@@ -1,6 +1,6 @@
 //! Clocks the tick thread reads: the real monotonic clock, and a manual one tests move by hand.
 
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use crate::loom::Mutex;
@@ -26,6 +26,15 @@ pub trait Clock: Send + Sync + 'static {
 
     /// Called once by a driver that wants to be told when the clock is moved by hand.
     fn attach(&self, _driver: Weak<dyn Driver>) {}
+
+    /// For a clock that does not follow real time: the `Instant` its time 0 stands for, the same
+    /// for every timer on it, so that an instant one timer gives (a deadline handed back by
+    /// shutdown, `now()`) means the same clock time to another. `None` (the default): each timer
+    /// maps instants to readings from the moment it is built. A clock that follows real time
+    /// answers [`instant_of`](Self::instant_of)`(0)` instead, which wins.
+    fn epoch(&self) -> Option<Instant> {
+        None
+    }
 
     /// True if the clock moves on its own (it has an [`instant_of`](Self::instant_of)); false
     /// for a clock that stands still between moves by hand, whose reading is then exact for as
@@ -97,6 +106,8 @@ pub struct ManualClock {
 }
 
 struct ManualInner {
+    /// What its time 0 stands for ([`Clock::epoch`]), fixed when first asked.
+    epoch: OnceLock<Instant>,
     /// The reading: read without a lock, written only under `moving`.
     now: AtomicU64,
     /// Serialises moves, so two `advance` calls never lose a step.
@@ -107,6 +118,7 @@ struct ManualInner {
 impl Default for ManualInner {
     fn default() -> Self {
         ManualInner {
+            epoch: OnceLock::new(),
             now: AtomicU64::new(0),
             moving: Mutex::new(()),
             drivers: Mutex::new(Vec::new()),
@@ -189,6 +201,17 @@ impl Clock for ManualClock {
 
     fn attach(&self, driver: Weak<dyn Driver>) {
         self.inner.drivers.lock().push(driver);
+    }
+
+    /// Fixed when first asked, that is when the first timer is built on this clock or one of its
+    /// clones: the real instant then stands for the clock's reading then, so that timer reads
+    /// `Instant::now()` as "now", and every later timer on the clock reads instants as it does.
+    fn epoch(&self) -> Option<Instant> {
+        Some(*self.inner.epoch.get_or_init(|| {
+            let now = Instant::now();
+            now.checked_sub(Duration::from_nanos(self.now()))
+                .unwrap_or(now)
+        }))
     }
 }
 

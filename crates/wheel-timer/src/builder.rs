@@ -114,11 +114,14 @@ impl TimerBuilder {
     /// Drive the timer from `clock` instead of the real one: usually a [`ManualClock`], the
     /// same tick thread and wheels with time moved by the test. On a clock that does not follow
     /// real time ([`Clock::follows_real_time`]) every deadline is stamped exactly at its add.
-    /// Instants ([`Timer::now`], `Task::at`) map to the clock's readings through
-    /// [`Clock::instant_of`]`(0)` for a clock that follows real time; for one that does not, the
-    /// instant the timer is built stands for the clock's reading at that moment (clock time `t`
-    /// is the instant `build instant + (t - reading at build)`): take instants from
-    /// [`Timer::now`], which moves with the clock.
+    /// Instants ([`Timer::now`], `Task::at`, a returned task's deadline) map to the clock's
+    /// readings through [`Clock::instant_of`]`(0)` for a clock that follows real time; for one
+    /// that does not, through [`Clock::epoch`]. A [`ManualClock`]'s is fixed when the first
+    /// timer is built on it (or on a clone): the instant of that build stands for the clock's
+    /// reading then, for that timer and every later one on the clock, so tasks handed back by
+    /// one timer's shutdown are due at the same clock time when added to the next. For a clock
+    /// without an epoch, each timer's build instant stands for the reading at its build. Take
+    /// instants from [`Timer::now`], which moves with the clock.
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = Some(Arc::new(clock));
         self
@@ -194,10 +197,13 @@ impl TimerBuilder {
                 // Clock time t stands for the instant `origin + t`; the clock may have been
                 // moved before the timer was built.
                 let now = Instant::now();
-                let origin = clock.instant_of(0).unwrap_or_else(|| {
-                    now.checked_sub(Duration::from_nanos(clock.now()))
-                        .unwrap_or(now)
-                });
+                let origin = clock
+                    .instant_of(0)
+                    .or_else(|| clock.epoch())
+                    .unwrap_or_else(|| {
+                        now.checked_sub(Duration::from_nanos(clock.now()))
+                            .unwrap_or(now)
+                    });
                 (clock, origin)
             }
             None => {

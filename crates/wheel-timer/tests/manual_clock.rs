@@ -541,3 +541,69 @@ fn a_clock_asked_to_go_backwards_is_ignored() {
     clock.set(10 * SEC);
     assert_eq!(ran.load(SeqCst), 1);
 }
+
+// Found by the adversarial review of 2026-11-27: each timer on a manual clock mapped instants to
+// readings from the moment it was built, so an instant one timer gave meant another clock time
+// to the next (a returned task re-added ran early by the real time between the two builds, or
+// late by the clock's moves). A `ManualClock` now has one epoch for all its timers.
+
+#[test]
+fn two_timers_on_one_manual_clock_agree_on_instants() {
+    let clock = ManualClock::new();
+    let t1 = support::inline(&clock);
+    clock.advance(7 * SEC);
+    std::thread::sleep(Duration::from_millis(20)); // real time passes; the clock stands still
+    let t2 = support::inline(&clock);
+    assert_eq!(t1.now(), t2.now());
+    clock.advance(SEC);
+    assert_eq!(t1.now(), t2.now());
+}
+
+#[test]
+fn tasks_handed_back_keep_their_clock_times_in_the_next_timer_on_the_clock() {
+    let clock = ManualClock::new();
+    let log: Log = Arc::default();
+    let first = support::inline(&clock);
+    clock.advance(100 * SEC);
+    for (label, after) in [(1, 10 * SEC), (2, 20 * SEC)] {
+        first
+            .add_or_submit(Task::after(after, logging(&log, &clock, label)))
+            .unwrap();
+    }
+    clock.advance(5 * SEC);
+    std::thread::sleep(Duration::from_millis(20)); // the restart takes real time
+    let back = first.shutdown();
+    assert_eq!(back[0].remaining(), Some(5 * SEC));
+    drop(first);
+    let second = support::inline(&clock);
+    for task in back {
+        let handle = second.add_or_submit(task).unwrap();
+        assert!(handle.remaining() >= Some(5 * SEC));
+    }
+    clock.advance(5 * SEC - MS);
+    assert!(log.lock().is_empty(), "never early");
+    clock.advance(MS);
+    clock.advance(10 * SEC);
+    assert_eq!(*log.lock(), [(1, 110 * SEC), (2, 120 * SEC)]);
+}
+
+#[test]
+fn a_task_handed_back_is_never_early_in_the_next_timer_however_long_the_restart() {
+    let clock = ManualClock::new();
+    let log: Log = Arc::default();
+    let first = support::inline(&clock);
+    first
+        .add_or_submit(Task::after(10 * SEC, logging(&log, &clock, 1)))
+        .unwrap();
+    let back = first.shutdown();
+    drop(first);
+    std::thread::sleep(Duration::from_millis(50)); // real time only: the clock stands still
+    let second = support::inline(&clock);
+    second
+        .add_or_submit(back.into_iter().next().unwrap())
+        .unwrap();
+    clock.advance(10 * SEC - MS);
+    assert!(log.lock().is_empty(), "never early");
+    clock.advance(MS);
+    assert_eq!(*log.lock(), [(1, 10 * SEC)]);
+}
