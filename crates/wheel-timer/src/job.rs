@@ -272,6 +272,9 @@ impl Periodic<'_> {
             finish(self.shard, self.fire, run, DONE);
             return drop(work);
         };
+        // Read while the job still owns the task: `finish` frees the slot if no handle is left,
+        // and the owner's next add may take it and write its own route there at once.
+        let route = self.shard.slots.route(self.fire.slot).load(Relaxed);
         // Under the list's lock, so shutdown cannot take the list between the two steps.
         if finish(self.shard, self.fire, run, RETURNED).has(STOP) {
             drop(late);
@@ -280,7 +283,7 @@ impl Periodic<'_> {
         list.push(Returned {
             deadline: next,
             work,
-            route: self.shard.slots.route(self.fire.slot).load(Relaxed),
+            route,
         });
     }
 }
