@@ -136,9 +136,13 @@ impl ManualClock {
     /// attached timer has handed out what is due by then.
     ///
     /// Called from inside a task that an inline executor runs on a tick thread, the wait for that
-    /// same thread is skipped (it would wait for itself). Two timers on one clock, both with
-    /// inline executors, whose tasks move the clock at the same moment wait for each other's tick
-    /// thread: give such tests one timer per clock, or a pool.
+    /// same thread is skipped (it would wait for itself): when that call returns, and when an
+    /// outer `advance` that ran the task returns, tasks due by the clock's new reading may not
+    /// have run yet; another `advance(Duration::ZERO)` waits for them. Two timers on one clock,
+    /// both with inline executors, whose tasks move the clock at the same moment wait for each
+    /// other's tick thread, and so does a task of one that drops the other while the other's
+    /// task moves the clock (the drop waits for that task): give such tests one timer per clock,
+    /// or a pool.
     pub fn advance(&self, d: Duration) {
         let now = {
             let _moving = self.inner.moving.lock();
