@@ -33,7 +33,7 @@ pub(crate) struct FreeSet {
 
 impl FreeSet {
     /// Slots in the set.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn len(&self) -> usize {
         self.len + usize::from(self.hot.is_some())
     }

@@ -2,10 +2,12 @@
 
 use std::fmt;
 use std::num::NonZeroU64;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use tickwheel_reaper::duration_to_ns;
 
+use crate::future::Outcome;
 use crate::loom::atomic::Ordering::*;
 use crate::registry::{self, ShardRef};
 use crate::word::{CANCELLED, DUE, QUEUED, RETURNED, RUNNING, STOP, WAITING, Word};
@@ -76,15 +78,34 @@ impl TimerHandle {
         self.id.get() as u32
     }
 
-    /// Starts bringing the task's slot into the cache (see `prefetch.rs`).
+    /// Starts bringing the task's slot, and its waker cell if it has one, into the cache (see
+    /// `prefetch.rs`).
     #[inline]
     pub(crate) fn prefetch(&self) {
-        crate::prefetch::line(self.shard().slots.get(self.slot()));
+        let slots = &self.shard().slots;
+        crate::prefetch::line(slots.get(self.slot()));
+        if let Some(cell) = slots.waker_cell(self.slot()) {
+            crate::prefetch::line(cell);
+        }
     }
 
     #[inline]
-    fn word(&self) -> Word {
+    pub(crate) fn word(&self) -> Word {
         self.shard().slots.get(self.slot()).word()
+    }
+
+    /// For a future's task: ready with how it ended, else leaves `cx`'s waker in the slot's
+    /// waker cell for whoever ends it (see `future/mod.rs`).
+    pub(crate) fn poll_wake(&self, cx: &mut Context<'_>) -> Poll<Outcome> {
+        let slots = &self.shard().slots;
+        let s = slots.get(self.slot());
+        slots.waker_cell_or_grow(self.slot()).poll(cx, || s.word())
+    }
+
+    /// For a future's task: the waker left in its cell, taken back out (the future no longer
+    /// waits on this arming).
+    pub(crate) fn take_waker(&self) -> Option<Waker> {
+        self.shard().slots.waker_cell(self.slot())?.take()
     }
 
     /// Stops the task: `true` iff this call stopped it from running (again). A one-shot task

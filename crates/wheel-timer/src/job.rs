@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use crate::class::Class;
 use crate::core::Core;
+use crate::future::WakerCell;
 use crate::loom::atomic::Ordering::*;
 use crate::registry;
 use crate::route::{DEFAULT_ROUTE, Pool, SELF_CLASS, SELF_ISOLATED};
@@ -76,10 +77,16 @@ pub(crate) fn run(core: &Arc<Core>, fire: Fire, pool: Pool) {
             }
             finish(&shard, fire, run, DONE);
         }
-        Work::Wake(waiter, epoch) => {
+        Work::Wake(_) => {
             core.count_run(late);
+            // The claim above moved the word: a poll from now on sees the arming ended, and the
+            // waker of one before it is in the cell (see `future/mod.rs`). Taken before the
+            // finish below lets the slot be vacated, so it is this arming's.
+            let waker = shard.slots.waker_cell(fire.slot).and_then(WakerCell::take);
             // A waker is foreign code: a panicking one is counted like a panicking task.
-            core.panics.run(|| waiter.fire(epoch));
+            if let Some(w) = waker {
+                core.panics.run(|| w.wake());
+            }
             finish(&shard, fire, run, DONE);
         }
         Work::Every(repeat) => {

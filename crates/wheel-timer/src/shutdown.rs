@@ -96,9 +96,11 @@ impl Core {
         self.lifecycle.finish_close();
         back.sort_by_key(|r| r.deadline);
         // Futures are not handed back: they are told, and complete saying so.
-        back.retain_mut(|r| match &r.work {
-            Work::Wake(waiter, epoch) => {
-                self.panics.run(|| waiter.shut_down(*epoch));
+        back.retain_mut(|r| match &mut r.work {
+            Work::Wake(waker) => {
+                if let Some(w) = waker.take() {
+                    self.panics.run(|| w.wake());
+                }
                 self.returned.fetch_add(1, Relaxed);
                 false
             }

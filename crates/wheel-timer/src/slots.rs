@@ -5,6 +5,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::chunked::{Chunked, MAX_INDEX};
 use crate::free::FreeSet;
+use crate::future::WakerCell;
 use crate::loom::atomic::{AtomicU32, Ordering::*};
 use crate::mine::{Mine, OwnerToken};
 use crate::slot::{Slot, Vacant};
@@ -17,6 +18,9 @@ pub(crate) struct Slots {
     /// adder before it publishes the slot (and by a repeating task's job while it runs), read by
     /// the tick thread and the job.
     routes: Chunked<std::sync::atomic::AtomicU32>,
+    /// Each slot's waker cell, for a future's task (see `future/mod.rs`): a chunk is allocated
+    /// by the first future polled in it, so a shard that only runs closures has the first only.
+    wakers: Chunked<WakerCell>,
     /// Slots created so far; written by the owner (sequentially consistent, after the slot
     /// exists), read by scans (shutdown).
     len: CachePadded<AtomicU32>,
@@ -33,6 +37,7 @@ impl Slots {
         Slots {
             all: Chunked::new(),
             routes: Chunked::new(),
+            wakers: Chunked::new(),
             len: CachePadded::new(AtomicU32::new(0)),
             vacated: Vacated::new(),
             mine: CachePadded::new(Mine::new()),
@@ -68,6 +73,19 @@ impl Slots {
     pub(crate) fn route(&self, i: u32) -> &std::sync::atomic::AtomicU32 {
         self.routes
             .get(i as usize)
+            .expect("slot indexes come from this shard")
+    }
+
+    /// The waker cell of slot `i`, if a future was ever polled in its chunk (else it is empty).
+    #[inline]
+    pub(crate) fn waker_cell(&self, i: u32) -> Option<&WakerCell> {
+        self.wakers.get(i as usize)
+    }
+
+    /// The waker cell of slot `i`, which this shard created, allocating its chunk if need be.
+    pub(crate) fn waker_cell_or_grow(&self, i: u32) -> &WakerCell {
+        self.wakers
+            .get_or_grow(i as usize)
             .expect("slot indexes come from this shard")
     }
 
@@ -143,7 +161,10 @@ impl Slots {
     /// Bytes of the slot array and of the list of slots vacated elsewhere (not of the owner's
     /// free set: a bit per slot, readable only by the owner).
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.all.heap_bytes() + self.routes.heap_bytes() + self.vacated.heap_bytes()
+        self.all.heap_bytes()
+            + self.routes.heap_bytes()
+            + self.wakers.heap_bytes()
+            + self.vacated.heap_bytes()
     }
 }
 

@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use sync_wrapper::SyncWrapper;
@@ -12,7 +13,6 @@ use tickwheel_executor::Executor;
 
 use crate::class::Class;
 use crate::context::TaskContext;
-use crate::future::Waiter;
 use crate::route::RouteSpec;
 
 /// What a fixed-rate task does when the timer fell behind by a period or more (a stalled machine,
@@ -87,9 +87,11 @@ pub(crate) enum Work {
         key: Key,
     },
     Every(Box<Repeat>),
-    /// Wakes a future's arming `epoch`: run where it is handed out, never on the executor, and
-    /// never returned by `shutdown` (which wakes it instead).
-    Wake(Arc<Waiter>, u64),
+    /// Wakes a future: run where it is handed out, never on the executor, and never returned by
+    /// `shutdown` (which wakes it instead). In the slot it holds nothing (the future's waker is
+    /// in the slot's waker cell, see `future/mod.rs`); taken out to end the arming, it holds the
+    /// waker taken from the cell.
+    Wake(Option<Waker>),
 }
 
 /// A closure a one-shot [`Task`] can run: `FnOnce()`, or `FnOnce(&mut TaskContext<'_>)` for a
@@ -355,7 +357,7 @@ impl Task {
                 let mut cx = TaskContext::new(None, scheduled, late, runs + 1, key.as_deref());
                 f.into_inner()(&mut cx);
             }
-            Work::Wake(waiter, epoch) => waiter.fire(epoch),
+            Work::Wake(waker) => waker.into_iter().for_each(Waker::wake),
         }
     }
 }

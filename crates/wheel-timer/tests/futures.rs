@@ -49,6 +49,32 @@ fn dropping_a_sleep_cancels_its_timer() {
 }
 
 #[test]
+fn a_future_keeps_no_waker_once_it_stops_waiting() {
+    // A waker holds its runtime task alive: once a sleep no longer waits (dropped, re-armed,
+    // fired, shut down), the timer must hold no copy of it.
+    let (clock, timer) = manual();
+    let (wakes, waker) = counter();
+    let held = || Arc::strong_count(&wakes);
+    let alone = held();
+    let mut dropped = timer.sleep(SEC);
+    assert!(poll(&mut dropped, &waker).is_pending());
+    assert_eq!(held(), alone + 1, "the timer keeps a copy while it waits");
+    drop(dropped);
+    assert_eq!(held(), alone, "dropped");
+    let mut moved = timer.sleep(SEC);
+    assert!(poll(&mut moved, &waker).is_pending());
+    clock.advance(SEC);
+    assert!(moved.is_elapsed());
+    Pin::new(&mut moved).reset(Instant::now() + SEC); // ended: re-armed in a new slot
+    assert_eq!(held(), alone, "fired (the copy was woken), then re-armed");
+    assert!(poll(&mut moved, &waker).is_pending());
+    drop(timer.shutdown());
+    assert_eq!(held(), alone, "woken by shutdown");
+    assert!(moved.is_shutdown());
+    assert_eq!(wakes.0.load(SeqCst), 2);
+}
+
+#[test]
 fn reset_moves_the_deadline_either_way_even_after_completion() {
     let (clock, timer) = manual();
     let (wakes, waker) = counter();
@@ -97,9 +123,9 @@ fn a_deadline_already_passed_completes_at_once() {
 
 #[test]
 fn a_sleep_made_after_others_ended_starts_afresh() {
-    // A thread keeps the waiters of its dropped sleeps for its next ones: whatever the old ones
-    // went through (fired, cancelled with a waker, shut down), a new one starts armed, with no
-    // waker and no outcome.
+    // A new sleep may get the slot, and the waker cell, of one that ended on this thread:
+    // whatever the old ones went through (fired, cancelled with a waker left in the cell), a new
+    // one starts armed, with no waker and no outcome.
     let (clock, timer) = manual();
     let (old, old_waker) = counter();
     for round in 0..3 {

@@ -441,31 +441,39 @@ fn handle_drop_races_fire() {
     });
 }
 
+/// Counts the wake-ups of a waker.
+struct Count(AtomicUsize);
+
+impl std::task::Wake for Count {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+/// A waker and its count of wake-ups.
+fn counted_waker() -> (Arc<Count>, std::task::Waker) {
+    let count = Arc::new(Count(AtomicUsize::new(0)));
+    (count.clone(), std::task::Waker::from(count))
+}
+
+/// Polls `sleep` once with `waker`: true if it is ready.
+fn poll_sleep(sleep: &mut tickwheel::Sleep, waker: &std::task::Waker) -> bool {
+    use std::future::Future;
+    std::pin::Pin::new(sleep)
+        .poll(&mut std::task::Context::from_waker(waker))
+        .is_ready()
+}
+
 /// A `Sleep` polled on one thread while the tick thread fires it: the poll either sees it
 /// complete or leaves a waker that the fire wakes. No lost wake-up, and never two.
 #[test]
 fn sleep_poll_races_fire() {
-    use std::future::Future;
-    use std::task::{Context, Wake, Waker};
-
-    struct Count(AtomicUsize);
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, SeqCst);
-        }
-    }
     loom::model(|| {
         let clock = ManualClock::new();
         let timer = manual(&clock);
         let mut sleep = timer.sleep(MS);
-        let wakes = Arc::new(Count(AtomicUsize::new(0)));
-        let waker = Waker::from(wakes.clone());
-        let poller = loom::thread::spawn(move || {
-            let ready = std::pin::Pin::new(&mut sleep)
-                .poll(&mut Context::from_waker(&waker))
-                .is_ready();
-            (ready, sleep)
-        });
+        let (wakes, waker) = counted_waker();
+        let poller = loom::thread::spawn(move || (poll_sleep(&mut sleep, &waker), sleep));
         clock.advance(MS);
         let (ready, sleep) = poller.join().unwrap();
         assert!(sleep.is_elapsed());
@@ -474,6 +482,61 @@ fn sleep_poll_races_fire() {
         assert!(
             ready || woken == 1,
             "the poll missed the fire and nobody woke it"
+        );
+    });
+}
+
+/// A polled `Sleep` is dropped while the tick thread fires it, and its thread makes and polls
+/// another at once, which may get the same slot and waker cell (the slot is the owner's again
+/// as soon as the fire or the drop lets it go). The drop takes its waker back out of the cell
+/// before the slot can be reused, and the fire takes it before it lets the slot go: the old
+/// waker is woken at most once, and the new sleep only by its own deadline, once.
+/// (Check of the check: with the fire's `take` moved after its `finish`, this fails.)
+#[test]
+fn sleep_drop_and_reuse_race_fire() {
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let timer = manual(&clock);
+        let mut sleep = timer.sleep(MS);
+        let (old, old_waker) = counted_waker();
+        assert!(!poll_sleep(&mut sleep, &old_waker));
+        let c = clock.clone();
+        let mover = loom::thread::spawn(move || c.advance(MS));
+        drop(sleep);
+        let (new, new_waker) = counted_waker();
+        // Made at clock time 0 or 1 ms: due at 2 ms or later, past the move racing it.
+        let mut next = timer.sleep(2 * MS);
+        assert!(!poll_sleep(&mut next, &new_waker));
+        mover.join().unwrap();
+        assert!(old.0.load(SeqCst) <= 1);
+        assert_eq!(new.0.load(SeqCst), 0, "woken by an arming it never had");
+        clock.advance(2 * MS);
+        assert_eq!(new.0.load(SeqCst), 1);
+        assert!(poll_sleep(&mut next, &new_waker));
+        let stats = timer.stats();
+        assert_eq!(stats.fired + stats.cancelled, 2, "{stats:?}");
+    });
+}
+
+/// A `Sleep` polled on one thread while another shuts the timer down: the poll sees the end,
+/// or shutdown wakes the waker it left; the sleep says it was shut down, and nothing is handed
+/// back.
+#[test]
+fn sleep_poll_races_shutdown() {
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let timer = manual(&clock);
+        let mut sleep = timer.sleep(MS);
+        let (wakes, waker) = counted_waker();
+        let poller = loom::thread::spawn(move || (poll_sleep(&mut sleep, &waker), sleep));
+        assert!(timer.shutdown().is_empty());
+        let (ready, sleep) = poller.join().unwrap();
+        assert!(sleep.is_shutdown());
+        let woken = wakes.0.load(SeqCst);
+        assert!(woken <= 1, "woken {woken} times");
+        assert!(
+            ready || woken == 1,
+            "the poll missed shutdown and nobody woke it"
         );
     });
 }

@@ -1,15 +1,13 @@
 //! [`Sleep`]: a future that completes at a deadline of the timer's clock.
-#![allow(unsafe_code)] // one `ManuallyDrop::take`, in `drop`
 
 use std::fmt;
 use std::future::Future;
-use std::mem::ManuallyDrop;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
-use super::{Outcome, Waiter};
+use super::Outcome;
 use crate::core::{Core, instant_at, ns_since};
 use crate::handle::TimerHandle;
 use crate::local;
@@ -48,13 +46,14 @@ use crate::task::{When, Work};
 // cost on one core).
 #[repr(C, align(32))]
 pub struct Sleep {
-    /// `None` once the arming ended (the deadline is then known), was cancelled, or was refused.
+    /// The arming's task, while it may still end or its end was not yet seen: `None` once a poll
+    /// saw it end (`ended` then says how), once it was cancelled, or if it was refused.
     handle: Option<TimerHandle>,
-    /// Given back to the thread's spares when the sleep drops (see [`Waiter::take`]).
-    waiter: ManuallyDrop<Arc<Waiter>>,
     /// Clock nanoseconds; `None` while a sleep made from a delay waits for its shard to stamp it
     /// (see [`Sleep::after`]).
     deadline: Option<u64>,
+    /// How the current arming ended, once a poll saw it (or the timer refused it).
+    ended: Option<Outcome>,
     timer: TimerRef,
 }
 
@@ -95,28 +94,22 @@ impl TimerRef {
 impl Sleep {
     /// A sleep until clock time `deadline`, armed.
     pub(crate) fn new(core: &Arc<Core>, deadline: u64) -> Sleep {
-        let waiter = Waiter::take();
         // The handle is made first and the sleep built whole after: built first and armed in
         // place, its handle was written as two 8-byte stores and read back at once as one
         // 16-byte load to move the sleep out, a store-forwarding stall on AMD Zen that took
         // three quarters of this function's time in W11's profile.
-        let handle = arm(core, &waiter, 0, When::Clock(deadline));
-        Sleep::armed(core, waiter, handle, Some(deadline))
+        let handle = arm(core, When::Clock(deadline));
+        Sleep::armed(core, handle, Some(deadline))
     }
 
-    fn armed(
-        core: &Core,
-        waiter: Arc<Waiter>,
-        handle: Option<TimerHandle>,
-        deadline: Option<u64>,
-    ) -> Sleep {
+    fn armed(core: &Core, handle: Option<TimerHandle>, deadline: Option<u64>) -> Sleep {
         let mut timer = TimerRef::new(core);
         if let Some(h) = &handle {
             timer.shard = h.shard_id();
         }
         Sleep {
+            ended: refused(&handle),
             handle,
-            waiter: ManuallyDrop::new(waiter),
             deadline,
             timer,
         }
@@ -131,14 +124,13 @@ impl Sleep {
             // Filed at once anyway, which reads the clock: the deadline costs nothing more.
             return Sleep::new(core, core.clock.now().saturating_add(delay));
         }
-        let waiter = Waiter::take();
-        let handle = arm(core, &waiter, 0, When::After(delay));
+        let handle = arm(core, When::After(delay));
         // Refused (the timer shut down): no slot will ever hold a stamp, so stamp it here.
         let deadline = match handle {
             Some(_) => None,
             None => Some(core.clock.now().saturating_add(delay)),
         };
-        Sleep::armed(core, waiter, handle, deadline)
+        Sleep::armed(core, handle, deadline)
     }
 
     /// The instant it completes at (by the timer's clock; see
@@ -152,12 +144,18 @@ impl Sleep {
 
     /// True once the deadline came (the future is ready, or was).
     pub fn is_elapsed(&self) -> bool {
-        self.waiter.outcome() == Some(Outcome::Fired)
+        self.outcome() == Some(Outcome::Fired)
     }
 
     /// True if it completed because the timer shut down (or was gone) before the deadline.
     pub fn is_shutdown(&self) -> bool {
-        self.waiter.outcome() == Some(Outcome::ShutDown)
+        self.outcome() == Some(Outcome::ShutDown)
+    }
+
+    /// How the current arming ended, if it did (seen by a poll, or read from its task's word).
+    fn outcome(&self) -> Option<Outcome> {
+        self.ended
+            .or_else(|| Outcome::of(self.handle.as_ref()?.word()))
     }
 
     /// Moves the deadline to `deadline`, earlier or later, whether or not the sleep already
@@ -182,7 +180,7 @@ impl Sleep {
     /// Moves the armed timer to `deadline` if it is still waiting.
     fn moved_to(&mut self, deadline: u64) -> bool {
         self.deadline = Some(deadline);
-        self.waiter.outcome().is_none()
+        self.ended.is_none()
             && self
                 .handle
                 .as_ref()
@@ -193,14 +191,8 @@ impl Sleep {
     /// then ends at once, shut down).
     fn rearm(&mut self, core: Option<&Arc<Core>>, deadline: u64) {
         self.disarm();
-        let epoch = self.waiter.rearm();
-        self.handle = match core {
-            Some(core) => arm(core, &self.waiter, epoch, When::Clock(deadline)),
-            None => {
-                self.waiter.shut_down(epoch);
-                None
-            }
-        };
+        self.handle = core.and_then(|core| arm(core, When::Clock(deadline)));
+        self.ended = refused(&self.handle);
         if let Some(h) = &self.handle {
             self.timer.shard = h.shard_id();
         }
@@ -219,22 +211,22 @@ impl Sleep {
     }
 
     /// `cancel` where the deadline is known already or can never be asked for again (a
-    /// re-arming, a drop): no look at the slot's stamp first.
+    /// re-arming, a drop): no look at the slot's stamp first. The waker left for this arming
+    /// is taken back before the handle lets the slot go (see the module docs).
     fn disarm(&mut self) {
         if let Some(h) = self.handle.take() {
-            // The cancel drops the task's hold on the waiter: fetch its line while the slot's
-            // comes in, not after.
-            crate::prefetch::line(Arc::as_ptr(&*self.waiter));
             h.cancel();
+            let waker = h.take_waker();
+            drop(h);
+            drop(waker); // foreign code, which may drop or make sleeps: with nothing borrowed
         }
     }
 
-    /// Starts bringing the lines a cancel touches into the cache (the slot, the waiter): a
+    /// Starts bringing the lines a cancel touches into the cache (the slot, its waker cell): a
     /// future that wraps another calls it before polling that one, which then hides the wait.
     pub(crate) fn prefetch(&self) {
         if let Some(h) = &self.handle {
             h.prefetch();
-            crate::prefetch::line(Arc::as_ptr(&*self.waiter));
         }
     }
 
@@ -262,34 +254,37 @@ impl Sleep {
         ns.map(|d| instant_at(self.timer.origin, d))
     }
 
-    /// Ready with how the current arming ended.
+    /// Ready with how the current arming ended. (Pending for ever after `cancel`, which only a
+    /// completed [`Timeout`](super::Timeout) calls: it polls no more.)
     pub(crate) fn poll_outcome(&mut self, cx: &mut Context<'_>) -> Poll<Outcome> {
-        let o = self.waiter.poll(cx);
-        if o.is_ready()
-            && let Some(h) = self.handle.take()
-        {
-            // Final: nothing left to cancel. The thread that ended the arming stamped the slot
-            // first (the waiter's ordering makes the stamp visible here): keep the deadline
-            // before the handle lets the slot go.
-            self.deadline.get_or_insert_with(|| h.stamped_deadline_ns());
+        if let Some(o) = self.ended {
+            return Poll::Ready(o);
         }
-        o
+        let Some(h) = &self.handle else {
+            return Poll::Pending;
+        };
+        let o = ready!(h.poll_wake(cx));
+        // Final: nothing left to cancel, and the cell is empty (the ending side took the
+        // waker). That side stamped the slot before it moved the word (which this poll read,
+        // acquiring the stamp): keep the deadline before the handle lets the slot go.
+        self.deadline.get_or_insert_with(|| h.stamped_deadline_ns());
+        self.ended = Some(o);
+        self.handle = None;
+        Poll::Ready(o)
     }
 }
 
-/// Adds the task of arming `epoch` of `waiter`; if the timer refuses it (shut down), ends the
-/// arming.
-fn arm(core: &Arc<Core>, waiter: &Arc<Waiter>, epoch: u64, when: When) -> Option<TimerHandle> {
-    let added = if core.lifecycle.is_open() {
-        let work = Work::Wake(waiter.clone(), epoch);
-        crate::add::add(core, local::lease(core), when, work, None).ok()
-    } else {
-        None
-    };
-    if added.is_none() {
-        waiter.shut_down(epoch);
+/// Adds the task of an arming: `None` if the timer refuses it (shut down).
+fn arm(core: &Arc<Core>, when: When) -> Option<TimerHandle> {
+    if !core.lifecycle.is_open() {
+        return None;
     }
-    added
+    crate::add::add(core, local::lease(core), when, Work::Wake(None), None).ok()
+}
+
+/// How an arming that got `handle` ended already: shut down if it was refused.
+fn refused(handle: &Option<TimerHandle>) -> Option<Outcome> {
+    handle.is_none().then_some(Outcome::ShutDown)
 }
 
 impl Future for Sleep {
@@ -303,9 +298,6 @@ impl Future for Sleep {
 impl Drop for Sleep {
     fn drop(&mut self) {
         self.disarm();
-        // SAFETY: `waiter` is taken once, here, and `self` is not used after it.
-        let waiter = unsafe { ManuallyDrop::take(&mut self.waiter) };
-        Waiter::put_back(waiter);
     }
 }
 
@@ -334,12 +326,12 @@ mod tests {
                 offset_of!(Sleep, handle) + size_of::<Option<TimerHandle>>(),
             ),
             (
-                "waiter",
-                offset_of!(Sleep, waiter) + size_of::<Arc<Waiter>>(),
-            ),
-            (
                 "deadline",
                 offset_of!(Sleep, deadline) + size_of::<Option<u64>>(),
+            ),
+            (
+                "ended",
+                offset_of!(Sleep, ended) + size_of::<Option<Outcome>>(),
             ),
         ] {
             assert!(end <= 32, "{field} ends at byte {end}");

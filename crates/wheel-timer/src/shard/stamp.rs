@@ -4,6 +4,8 @@
 
 use tickwheel_reaper::{Clock, Due};
 
+use crate::future::WakerCell;
+
 use super::*;
 
 impl Shard {
@@ -250,13 +252,18 @@ impl Shard {
             let s = self.slots.get(i);
             // Sequentially consistent: the other half of the add's handshake (see `add.rs`).
             let generation = Word(s.word.load(SeqCst)).generation();
-            let Some((old, work)) = s.take(
+            let Some((old, mut work)) = s.take(
                 generation,
                 |w| matches!(w.state(), QUEUED | WAITING | DUE),
                 |w| w.finished(RETURNED),
             ) else {
                 continue;
             };
+            if let Work::Wake(waker) = &mut work {
+                // The word moved first, and the slot is not let go before this (see
+                // `future/mod.rs`); shutdown wakes it, outside the lock.
+                *waker = self.slots.waker_cell(i).and_then(WakerCell::take);
+            }
             let deadline = if old.state() == QUEUED && !old.has(STAMPED) {
                 // Stamped now, under the shard lock as every stamp (see `stamped_deadline`).
                 let deadline = now.saturating_add(s.deadline.load(Relaxed));
