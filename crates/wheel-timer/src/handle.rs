@@ -102,6 +102,15 @@ impl TimerHandle {
         slots.waker_cell_or_grow(self.slot()).poll(cx, || s.word())
     }
 
+    /// For a future's task: keeps `waker` in its cell for whoever ends it, as a poll would; if
+    /// it ended already, hands `waker` back for the caller to wake.
+    pub(crate) fn pass_waker(&self, waker: Waker) -> Option<Waker> {
+        let slots = &self.shard().slots;
+        let s = slots.get(self.slot());
+        let cell = slots.waker_cell_or_grow(self.slot());
+        cell.store(waker, || s.word()).err().map(|(_, w)| w)
+    }
+
     /// For a future's task: the waker left in its cell, taken back out (the future no longer
     /// waits on this arming).
     pub(crate) fn take_waker(&self) -> Option<Waker> {

@@ -13,7 +13,6 @@ use std::sync::Arc;
 
 use crate::class::Class;
 use crate::core::Core;
-use crate::future::WakerCell;
 use crate::loom::atomic::Ordering::*;
 use crate::registry;
 use crate::route::{DEFAULT_ROUTE, Pool, SELF_CLASS, SELF_ISOLATED};
@@ -81,8 +80,10 @@ pub(crate) fn run(core: &Arc<Core>, fire: Fire, pool: Pool) {
             core.count_run(late);
             // The claim above moved the word: a poll from now on sees the arming ended, and the
             // waker of one before it is in the cell (see `future/mod.rs`). Taken before the
-            // finish below lets the slot be vacated, so it is this arming's.
-            let waker = shard.slots.waker_cell(fire.slot).and_then(WakerCell::take);
+            // finish below lets the slot be vacated, so it is this arming's. (Looked up with
+            // `or_grow`: a read-modify-write of the chunk's state if it looks unpublished, so a
+            // chunk a poll on another thread published is seen.)
+            let waker = shard.slots.waker_cell_or_grow(fire.slot).take();
             // A waker is foreign code: a panicking one is counted like a panicking task.
             if let Some(w) = waker {
                 core.panics.run(|| w.wake());

@@ -4,7 +4,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll, Waker, ready};
 use std::time::Instant;
 
 use super::Outcome;
@@ -189,10 +189,21 @@ impl Sleep {
 
     /// Starts a new arming for `deadline` (`core`: the timer, `None` if it is gone: the arming
     /// then ends at once, shut down).
+    ///
+    /// A waker the old arming kept goes to the new one (a task may wait on this sleep while
+    /// another resets it), or is woken if the new arming ended at once (refused, or due already
+    /// and fired by its add): nobody waits for ever.
     fn rearm(&mut self, core: Option<&Arc<Core>>, deadline: u64) {
-        self.disarm();
+        let waker = self.disarm();
         self.handle = core.and_then(|core| arm(core, When::Clock(deadline)));
         self.ended = refused(&self.handle);
+        let ended = match (&self.handle, waker) {
+            (Some(h), Some(w)) => h.pass_waker(w),
+            (_, w) => w,
+        };
+        if let Some(w) = ended {
+            w.wake();
+        }
         if let Some(h) = &self.handle {
             self.timer.shard = h.shard_id();
         }
@@ -207,19 +218,19 @@ impl Sleep {
             // Kept if it was stamped (the slot's line is needed for the cancel anyway).
             self.deadline = h.deadline_if_stamped_ns();
         }
-        self.disarm();
+        drop(self.disarm());
     }
 
     /// `cancel` where the deadline is known already or can never be asked for again (a
     /// re-arming, a drop): no look at the slot's stamp first. The waker left for this arming
     /// is taken back before the handle lets the slot go (see the module docs).
-    fn disarm(&mut self) {
-        if let Some(h) = self.handle.take() {
-            h.cancel();
-            let waker = h.take_waker();
-            drop(h);
-            drop(waker); // foreign code, which may drop or make sleeps: with nothing borrowed
-        }
+    /// Returns that waker, for the caller to drop (with nothing borrowed: foreign code, which
+    /// may drop or make sleeps) or to pass on.
+    #[must_use = "a waker is dropped by the caller, outside every borrow"]
+    fn disarm(&mut self) -> Option<Waker> {
+        let h = self.handle.take()?;
+        h.cancel();
+        h.take_waker()
     }
 
     /// Starts bringing the lines a cancel touches into the cache (the slot, its waker cell): a
@@ -264,9 +275,10 @@ impl Sleep {
             return Poll::Pending;
         };
         let o = ready!(h.poll_wake(cx));
-        // Final: nothing left to cancel, and the cell is empty (the ending side took the
-        // waker). That side stamped the slot before it moved the word (which this poll read,
-        // acquiring the stamp): keep the deadline before the handle lets the slot go.
+        // Nothing left to cancel, and nothing to take from the cell: the ending side takes the
+        // waker (if it has not yet; a spurious wake-up of this task at worst). That side stamped
+        // the slot before it moved the word (which this poll read, acquiring the stamp): keep
+        // the deadline before the handle lets the slot go.
         self.deadline.get_or_insert_with(|| h.stamped_deadline_ns());
         self.ended = Some(o);
         self.handle = None;
@@ -297,7 +309,7 @@ impl Future for Sleep {
 
 impl Drop for Sleep {
     fn drop(&mut self) {
-        self.disarm();
+        drop(self.disarm());
     }
 }
 

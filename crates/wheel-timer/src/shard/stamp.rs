@@ -4,8 +4,6 @@
 
 use tickwheel_reaper::{Clock, Due};
 
-use crate::future::WakerCell;
-
 use super::*;
 
 impl Shard {
@@ -260,9 +258,10 @@ impl Shard {
                 continue;
             };
             if let Work::Wake(waker) = &mut work {
-                // The word moved first, and the slot is not let go before this (see
-                // `future/mod.rs`); shutdown wakes it, outside the lock.
-                *waker = self.slots.waker_cell(i).and_then(WakerCell::take);
+                // The word moved first (see `future/mod.rs`); shutdown wakes it, outside the
+                // lock. (The future may let the slot go meanwhile, but no add takes a slot of a
+                // timer shutting down. `or_grow`: see `job::run`.)
+                *waker = self.slots.waker_cell_or_grow(i).take();
             }
             let deadline = if old.state() == QUEUED && !old.has(STAMPED) {
                 // Stamped now, under the shard lock as every stamp (see `stamped_deadline`).
