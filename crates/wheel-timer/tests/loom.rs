@@ -464,26 +464,45 @@ fn poll_sleep(sleep: &mut tickwheel::Sleep, waker: &std::task::Waker) -> bool {
         .is_ready()
 }
 
-/// A `Sleep` polled on one thread while the tick thread fires it: the poll either sees it
-/// complete or leaves a waker that the fire wakes. No lost wake-up, and never two.
-#[test]
-fn sleep_poll_races_fire() {
-    loom::model(|| {
+/// A `Sleep` polled on one thread while `end` ends its arming on another: the poll either sees
+/// it end or leaves a waker that the ending side wakes. No lost wake-up, and never two; after
+/// both, `ended` holds.
+fn sleep_poll_races(
+    end: impl Fn(&ManualClock, &Timer) + Send + Sync + 'static,
+    ended: fn(&tickwheel::Sleep) -> bool,
+) {
+    loom::model(move || {
         let clock = ManualClock::new();
         let timer = manual(&clock);
         let mut sleep = timer.sleep(MS);
         let (wakes, waker) = counted_waker();
         let poller = loom::thread::spawn(move || (poll_sleep(&mut sleep, &waker), sleep));
-        clock.advance(MS);
+        end(&clock, &timer);
         let (ready, sleep) = poller.join().unwrap();
-        assert!(sleep.is_elapsed());
+        assert!(ended(&sleep));
         let woken = wakes.0.load(SeqCst);
         assert!(woken <= 1, "woken {woken} times");
         assert!(
             ready || woken == 1,
-            "the poll missed the fire and nobody woke it"
+            "the poll missed the end and nobody woke it"
         );
     });
+}
+
+/// A `Sleep` polled on one thread while the tick thread fires it.
+#[test]
+fn sleep_poll_races_fire() {
+    sleep_poll_races(|clock, _| clock.advance(MS), tickwheel::Sleep::is_elapsed);
+}
+
+/// A `Sleep` polled on one thread while another shuts the timer down: the sleep says it was
+/// shut down, and nothing is handed back.
+#[test]
+fn sleep_poll_races_shutdown() {
+    sleep_poll_races(
+        |_, timer| assert!(timer.shutdown().is_empty()),
+        tickwheel::Sleep::is_shutdown,
+    );
 }
 
 /// A polled `Sleep` is dropped while the tick thread fires it, and its thread makes and polls
@@ -515,29 +534,6 @@ fn sleep_drop_and_reuse_race_fire() {
         assert!(poll_sleep(&mut next, &new_waker));
         let stats = timer.stats();
         assert_eq!(stats.fired + stats.cancelled, 2, "{stats:?}");
-    });
-}
-
-/// A `Sleep` polled on one thread while another shuts the timer down: the poll sees the end,
-/// or shutdown wakes the waker it left; the sleep says it was shut down, and nothing is handed
-/// back.
-#[test]
-fn sleep_poll_races_shutdown() {
-    loom::model(|| {
-        let clock = ManualClock::new();
-        let timer = manual(&clock);
-        let mut sleep = timer.sleep(MS);
-        let (wakes, waker) = counted_waker();
-        let poller = loom::thread::spawn(move || (poll_sleep(&mut sleep, &waker), sleep));
-        assert!(timer.shutdown().is_empty());
-        let (ready, sleep) = poller.join().unwrap();
-        assert!(sleep.is_shutdown());
-        let woken = wakes.0.load(SeqCst);
-        assert!(woken <= 1, "woken {woken} times");
-        assert!(
-            ready || woken == 1,
-            "the poll missed shutdown and nobody woke it"
-        );
     });
 }
 
