@@ -138,7 +138,7 @@ impl WeakTimer {
     /// [`AddError::Shutdown`](crate::AddError::Shutdown), the task handed back.
     pub fn add_or_submit(&self, task: Task) -> Result<TimerHandle, AddError> {
         match self.core.upgrade() {
-            Some(core) => crate::timer::add_to(&core, task),
+            Some(core) => crate::add::add(&core, task),
             None => Err(AddError::Shutdown(task)),
         }
     }

@@ -14,12 +14,11 @@ use crate::core::Core;
 use crate::error::{AddError, BuildError};
 use crate::future::{Interval, Sleep, Timeout};
 use crate::handle::TimerHandle;
-use crate::local;
 use crate::loom::atomic::Ordering::Relaxed;
 use crate::shard::Fire;
 use crate::shutdown::{ShutdownOptions, ShutdownReport};
 use crate::stats::{RunTimes, Stats};
-use crate::task::{Task, Work};
+use crate::task::Task;
 
 /// A timer service on hierarchical timing wheels.
 ///
@@ -101,7 +100,7 @@ impl Timer {
     /// ```
     #[inline]
     pub fn add_or_submit(&self, task: Task) -> Result<TimerHandle, AddError> {
-        add_to(&self.core, task)
+        crate::add::add(&self.core, task)
     }
 
     /// A reference to this timer that does not keep it alive (for tasks that add tasks: see
@@ -357,24 +356,4 @@ impl fmt::Debug for Timer {
             .field("shut_down", &!self.core.lifecycle.is_open())
             .finish_non_exhaustive()
     }
-}
-
-/// `add_or_submit` on `core`: refuses a zero period and a timer shut down, then adds.
-#[inline(always)]
-pub(crate) fn add_to(core: &Arc<Core>, task: Task) -> Result<TimerHandle, AddError> {
-    let rounded = match &task.work {
-        Work::Every(r) if r.period == 0 => return Err(AddError::ZeroPeriod(task)),
-        Work::Every(r) => r.period < core.tick_ns,
-        _ => false,
-    };
-    if !core.lifecycle.is_open() {
-        crate::trace::refused("shut down");
-        return Err(AddError::Shutdown(task));
-    }
-    let Task { when, work, route } = task;
-    let added = crate::add::add(core, local::lease(core), when, work, route);
-    if rounded && added.is_ok() {
-        core.rounded.fetch_add(1, Relaxed);
-    }
-    added
 }

@@ -10,9 +10,8 @@ use std::time::Instant;
 use super::Outcome;
 use crate::core::{Core, instant_at, ns_since};
 use crate::handle::TimerHandle;
-use crate::local;
 use crate::registry;
-use crate::task::{When, Work};
+use crate::task::{Task, When, Work};
 
 /// A future that completes once the timer's clock reaches its deadline: never early, on the real
 /// clock or a [`ManualClock`](crate::ManualClock). Made by [`Timer::sleep`](crate::Timer::sleep)
@@ -288,10 +287,12 @@ impl Sleep {
 
 /// Adds the task of an arming: `None` if the timer refuses it (shut down).
 fn arm(core: &Arc<Core>, when: When) -> Option<TimerHandle> {
-    if !core.lifecycle.is_open() {
-        return None;
-    }
-    crate::add::add(core, local::lease(core), when, Work::Wake(None), None).ok()
+    let task = Task {
+        when,
+        work: Work::Wake(None),
+        route: None,
+    };
+    crate::add::add(core, task).ok()
 }
 
 /// How an arming that got `handle` ended already: shut down if it was refused.
