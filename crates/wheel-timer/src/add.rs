@@ -91,12 +91,16 @@ pub(crate) fn add(core: &Arc<Core>, task: Task) -> Result<TimerHandle, AddError>
     let plan = plan(shard, core, &task.when);
     let waiting = !matches!(plan, Plan::Due { .. });
     let admitted = match core.max_pending {
-        // A future cannot be handed back: it is never refused (it still counts as pending).
-        // Tasks on their way to the executor count too, so a stalled pool cannot pile them up.
-        Some(max) if !matches!(task.work, Work::Wake(..)) => {
-            shard.admit(max, BUDGET, || core.pending() + core.running.backlog())
+        // A future cannot be handed back: it is never refused, but it counts as pending, so it
+        // spends the thread's budget like a task (or a thread that makes futures could go on
+        // adding tasks on a budget taken before them).
+        Some(_) if matches!(task.work, Work::Wake(..)) => {
+            shard.spend();
+            true
         }
-        _ => true,
+        // Tasks on their way to the executor count too, so a stalled pool cannot pile them up.
+        Some(max) => shard.admit(max, BUDGET, || core.pending() + core.running.backlog()),
+        None => true,
     };
     let vacant = if admitted { shard.slots.alloc() } else { None };
     let Some(vacant) = vacant else {

@@ -93,7 +93,8 @@ impl TimerBuilder {
     /// Refuse adds while this many tasks wait for their deadline ([`AddError::Full`]). Default:
     /// no limit. The bound is on the whole timer, not per thread: each adding thread looks at
     /// the total once every 64 adds, so the timer may hold up to 64 more tasks per other adding
-    /// thread than this. Re-arming a periodic task is never refused. Tasks handed to the executor
+    /// thread than this. Re-arming a periodic task is never refused, and neither is a future
+    /// ([`Timer::sleep`] and the others), which counts as a task. Tasks handed to the executor
     /// and not finished count too (though not in [`Timer::pending`]): the bound covers
     /// everything the timer holds that has not run, so a stalled pool cannot pile up work.
     ///

@@ -24,7 +24,11 @@ pub struct Stats {
     /// Repeating tasks and [`Interval`](crate::Interval)s added with a period below the tick,
     /// which run (tick) at the tick instead: the one rule for sub-tick periods.
     pub periods_rounded_up: u64,
-    /// Periodic runs skipped by [`MisfirePolicy::Skip`](crate::MisfirePolicy::Skip).
+    /// Periodic runs and [`Interval`](crate::Interval) ticks that never happened because the
+    /// timer fell behind: the ones [`MisfirePolicy::RunOnce`](crate::MisfirePolicy::RunOnce)
+    /// folded into one, the ones [`Skip`](crate::MisfirePolicy::Skip) skipped, and those
+    /// [`CatchUp`](crate::MisfirePolicy::CatchUp) gave up beyond
+    /// [`MAX_CATCH_UP`](crate::MAX_CATCH_UP).
     pub skipped: u64,
     /// Median lateness of a run (start minus deadline), to within 1/8 of its value.
     pub lateness_p50: Duration,

@@ -22,8 +22,10 @@ pub enum MisfirePolicy {
     /// Run once now for all the missed runs, then continue at the next grid point after now.
     #[default]
     RunOnce,
-    /// Do not run late: a run that is a period or more late is skipped, and the task continues
-    /// at the next grid point after now.
+    /// Do not run late: a run that is a period plus a tick or more late is skipped, and the task
+    /// continues at the next grid point after now. (The tick: rounding deadlines up to the tick
+    /// makes runs up to a tick late, which is not a misfire. So on a 10 ms grid and a 1 ms tick,
+    /// a run 10 ms late still runs, and one 11 ms late does not.)
     Skip,
     /// Run every missed run, back to back, until caught up.
     CatchUp,

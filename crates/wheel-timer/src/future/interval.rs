@@ -19,8 +19,9 @@ use crate::task::MisfirePolicy;
 /// By default ticks are on a fixed-rate grid `start + k * period`, and when the caller fell
 /// behind by a period or more, the [`MisfirePolicy`] says what happens, as for
 /// [`Task::every`](crate::Task::every): `RunOnce` (the default) gives one tick for all the missed
-/// ones and goes on at the next grid point after now; `Skip` gives no late tick and waits for the
-/// next grid point after now; `CatchUp` gives every missed tick at once, back to back (at most
+/// ones and goes on at the next grid point after now; `Skip` gives no tick a period plus a tick
+/// or more late (see [`MisfirePolicy::Skip`]) and waits for the next grid point after now;
+/// `CatchUp` gives every missed tick at once, back to back (at most
 /// [`MAX_CATCH_UP`](crate::MAX_CATCH_UP) of them). With
 /// [`set_fixed_delay`](Self::set_fixed_delay) the next tick is instead one period after the
 /// previous one was taken (JDK's `scheduleWithFixedDelay`, tokio's `MissedTickBehavior::Delay`).
@@ -64,7 +65,8 @@ impl Interval {
     /// First tick at clock time `start`, then every `period` ns.
     pub(crate) fn new(core: &Arc<Core>, sleep: Sleep, period: u64) -> Interval {
         let tick = core.tick_ns;
-        if period < tick {
+        // Counted as `Task::every` counts: only if added (not refused by a shutdown).
+        if period < tick && sleep.is_armed() {
             core.rounded.fetch_add(1, Relaxed);
         }
         Interval {

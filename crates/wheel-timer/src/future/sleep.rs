@@ -151,6 +151,12 @@ impl Sleep {
         self.outcome() == Some(Outcome::ShutDown)
     }
 
+    /// True while the sleep holds an arming: from an add the timer took until a poll sees it end
+    /// or a drop lets it go. Right after a sleep is made, false only if the timer refused it.
+    pub(crate) fn is_armed(&self) -> bool {
+        self.handle.is_some()
+    }
+
     /// How the current arming ended, if it did (seen by a poll, or read from its task's word).
     fn outcome(&self) -> Option<Outcome> {
         self.ended

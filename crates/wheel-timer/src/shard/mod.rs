@@ -328,6 +328,14 @@ impl Shard {
         true
     }
 
+    /// `max_pending`: takes one add from the owner's budget, if any is left, for an add that is
+    /// never refused (a future's).
+    #[inline]
+    pub(crate) fn spend(&self) {
+        let budget = self.owner.budget.load(Relaxed);
+        self.owner.budget.store(budget.saturating_sub(1), Relaxed);
+    }
+
     #[inline]
     pub(crate) fn count_added(&self, waiting: bool) {
         bump(if waiting {
