@@ -21,6 +21,17 @@ fn runs() -> (Arc<AtomicUsize>, impl FnOnce() + Send + 'static) {
     })
 }
 
+/// Adds a task through `add` to a timer that is shut down (or gone): it must come back in
+/// `AddError::Shutdown`, whole, and run when asked.
+fn handed_back_on_shutdown(add: impl FnOnce(Task) -> Result<tickwheel::TimerHandle, AddError>) {
+    let (n, f) = runs();
+    match add(Task::after(SEC, f)) {
+        Err(AddError::Shutdown(task)) => task.run(),
+        other => panic!("expected Shutdown, got {other:?}"),
+    }
+    assert_eq!(n.load(SeqCst), 1);
+}
+
 // ---------------------------------------------------------------- Interval
 
 /// `Skip` skips a tick a period plus a tick or more late, and only that (`MisfirePolicy::Skip`):
@@ -235,12 +246,7 @@ fn timeout_after_timer_dropped_and_weak_timer() {
         poll(&mut fresh, &waker),
         std::task::Poll::Ready(Err(TimeoutError::ShutDown))
     );
-    let (n, f) = runs();
-    match weak.add_or_submit(Task::after(SEC, f)) {
-        Err(AddError::Shutdown(task)) => task.run(),
-        other => panic!("expected Shutdown, got {other:?}"),
-    }
-    assert_eq!(n.load(SeqCst), 1);
+    handed_back_on_shutdown(|t| weak.add_or_submit(t));
 }
 
 // ---------------------------------------------------------------- accounting
@@ -310,12 +316,7 @@ fn refusals_hand_back_runnable_tasks() {
     }
     assert_eq!(n2.load(SeqCst), 1);
     drop(timer.shutdown());
-    let (n3, f3) = runs();
-    match timer.add_or_submit(Task::after(SEC, f3)) {
-        Err(AddError::Shutdown(task)) => task.run(),
-        other => panic!("expected Shutdown, got {other:?}"),
-    }
-    assert_eq!(n3.load(SeqCst), 1);
+    handed_back_on_shutdown(|t| timer.add_or_submit(t));
 }
 
 /// `max_pending` bounds everything a thread holds, futures included (`max_pending`'s docs).
