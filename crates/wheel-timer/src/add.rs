@@ -37,7 +37,7 @@ use crate::ring;
 use crate::route::{DEFAULT_ROUTE, SELF_CLASS};
 use crate::shard::Shard;
 use crate::task::{Task, When, Work};
-use crate::word::{DUE, PERIODIC, QUEUED, STAMPED, WAKE, Word};
+use crate::word::{DUE, PERIODIC, PLAIN, QUEUED, STAMPED, WAKE, Word};
 
 /// `max_pending` is looked at again after this many adds of one thread: the bound is global, and
 /// may be overshot by at most this many adds per other adding thread.
@@ -117,6 +117,11 @@ pub(crate) fn add(core: &Arc<Core>, task: Task) -> Result<TimerHandle, AddError>
     let flags = match task.work {
         Work::Every(_) => flags | PERIODIC,
         Work::Wake(..) => flags | WAKE,
+        Work::Once {
+            plain: true,
+            key: None,
+            ..
+        } => flags | PLAIN,
         Work::Once { .. } => flags,
     };
     s.deadline.store(deadline, Relaxed);

@@ -67,7 +67,7 @@ pub(crate) fn run(core: &Arc<Core>, fire: Fire, pool: Pool) {
         r.class.begin(started);
     }
     match work {
-        Work::Once { f, key } => {
+        Work::Once { f, key, .. } => {
             core.count_run(late);
             let mut cx = core.context(fire.meant, late, 1, key.as_deref());
             core.panics.run(|| f.into_inner()(&mut cx));

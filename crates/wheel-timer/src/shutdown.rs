@@ -145,7 +145,7 @@ impl Core {
         let now = self.clock.now();
         let late = now.saturating_sub(r.deadline);
         match r.work {
-            Work::Once { f, key } => {
+            Work::Once { f, key, .. } => {
                 self.count_run(late);
                 let mut cx = self.context(r.deadline, late, 1, key.as_deref());
                 self.panics.run(|| f.into_inner()(&mut cx));

@@ -29,7 +29,7 @@ use crate::loom::UnsafeCell;
 use crate::loom::atomic::{AtomicU64, Ordering::*};
 use crate::mine::OwnedFree;
 use crate::task::Work;
-use crate::word::{BUSY, DUE, QUEUED, RUNNING, STOP, State, VACANT, WAITING, Word};
+use crate::word::{BUSY, DUE, PLAIN, QUEUED, RUNNING, STOP, State, VACANT, WAITING, Word};
 
 /// True for the states in which the cell holds the task.
 fn holds(state: State) -> bool {
@@ -133,7 +133,9 @@ impl Slot {
     }
 
     /// As [`take`](Self::take), but drops the task where it lies instead of moving it out (a
-    /// cancel: no lock is held, and the closure is dropped before this returns).
+    /// cancel: no lock is held, and the closure is dropped before this returns). A `PLAIN` task
+    /// is overwritten instead: dropping its closure's box frees nothing but reads the box's
+    /// vtable, which the add has just written (W6's add + cancel pair, pinned: 18.9 -> 18.1 ns).
     #[inline]
     pub(crate) fn discard(
         &self,
@@ -149,8 +151,15 @@ impl Slot {
             );
             next
         })?;
-        // SAFETY: as in `take`: the exchange made this thread the cell's owner.
-        self.task.with_mut(|cell| unsafe { *cell = None });
+        // SAFETY: as in `take`: the exchange made this thread the cell's owner. A `PLAIN` task
+        // has nothing to drop (see `word.rs`), so overwriting it drops all there is.
+        self.task.with_mut(|cell| unsafe {
+            if old.has(PLAIN) {
+                cell.write(None);
+            } else {
+                *cell = None;
+            }
+        });
         Some(old)
     }
 

@@ -87,6 +87,8 @@ pub(crate) enum Work {
     Once {
         f: OnceFn,
         key: Key,
+        /// The closure has nothing to drop (zero-size, no drop glue): see `PLAIN` in `word.rs`.
+        plain: bool,
     },
     Every(Box<Repeat>),
     /// Wakes a future: run where it is handed out, never on the executor, and never returned by
@@ -100,8 +102,17 @@ pub(crate) enum Work {
 /// task that wants to know when it was due or reach its timer. The type parameter only tells the
 /// two apart; write the context's type in the closure (`|cx: &mut TaskContext<'_>| ..`).
 pub trait OnceBody<Args>: Send + 'static {
+    /// `into_once`'s box has nothing to drop (see `PLAIN` in `word.rs`). Only the impls below
+    /// know that of their box; any other impl keeps the default.
+    #[doc(hidden)]
+    const PLAIN: bool = false;
     #[doc(hidden)]
     fn into_once(self) -> Box<dyn FnOnce(&mut TaskContext<'_>) + Send>;
+}
+
+/// A box of `F` (or of a closure that captures only `F`) has nothing to drop.
+const fn plain<F>() -> bool {
+    std::mem::size_of::<F>() == 0 && !std::mem::needs_drop::<F>()
 }
 
 /// A closure a repeating [`Task`] can run: `FnMut()`, or `FnMut(&mut TaskContext<'_>)` for a
@@ -113,12 +124,14 @@ pub trait RepeatBody<Args>: Send + 'static {
 }
 
 impl<F: FnOnce() + Send + 'static> OnceBody<()> for F {
+    const PLAIN: bool = plain::<F>();
     fn into_once(self) -> Box<dyn FnOnce(&mut TaskContext<'_>) + Send> {
         Box::new(move |_: &mut TaskContext<'_>| self())
     }
 }
 
 impl<F: FnOnce(&mut TaskContext<'_>) + Send + 'static> OnceBody<TaskContext<'static>> for F {
+    const PLAIN: bool = plain::<F>();
     fn into_once(self) -> Box<dyn FnOnce(&mut TaskContext<'_>) + Send> {
         Box::new(self)
     }
@@ -181,12 +194,13 @@ impl Task {
         Task::once(When::At(deadline), f)
     }
 
-    fn once<A>(when: When, f: impl OnceBody<A>) -> Task {
+    fn once<A, F: OnceBody<A>>(when: When, f: F) -> Task {
         Task {
             when,
             work: Work::Once {
                 f: SyncWrapper::new(f.into_once()),
                 key: None,
+                plain: F::PLAIN,
             },
             route: None,
         }
@@ -350,7 +364,7 @@ impl Task {
         let scheduled = self.deadline().unwrap_or_else(Instant::now);
         let late = Instant::now().saturating_duration_since(scheduled);
         match self.work {
-            Work::Once { f, key } => {
+            Work::Once { f, key, .. } => {
                 let mut cx = TaskContext::new(None, scheduled, late, 1, key.as_deref());
                 f.into_inner()(&mut cx);
             }

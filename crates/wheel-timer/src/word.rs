@@ -10,7 +10,8 @@
 //! | 6       | `STAMPED`    | with `QUEUED`: the deadline is already known (else the slot holds a delay) |
 //! | 7       | `BUSY`       | with `RUNNING`: the task's closure is running now (a cancel of a periodic task from another thread waits for it to end) |
 //! | 8       | `WAKE`       | the task wakes a future (`Sleep`, `Timeout`, `Interval`): it runs on the thread that hands it out, not on the executor (set at add, fixed while the slot is occupied) |
-//! | 9..32   | handles      | live [`TimerHandle`](crate::TimerHandle)s naming this slot; sticky at its maximum |
+//! | 9       | `PLAIN`      | the cell holds nothing to drop: a one-shot closure of a zero-size type without drop glue, and no key (set at add, fixed while the slot is occupied); a cancel overwrites the cell without reading it (see `Slot::discard`) |
+//! | 10..32  | handles      | live [`TimerHandle`](crate::TimerHandle)s naming this slot; sticky at its maximum |
 //! | 32..64  | generation   | bumped each time the slot is vacated, so stale references never match |
 //!
 //! ## States
@@ -48,11 +49,12 @@ pub(crate) const PERIODIC: u64 = 1 << 5;
 pub(crate) const STAMPED: u64 = 1 << 6;
 pub(crate) const BUSY: u64 = 1 << 7;
 pub(crate) const WAKE: u64 = 1 << 8;
-const FLAGS: u64 = STOP | PERIODIC | STAMPED | BUSY | WAKE;
-const HANDLE_SHIFT: u32 = 9;
+pub(crate) const PLAIN: u64 = 1 << 9;
+const FLAGS: u64 = STOP | PERIODIC | STAMPED | BUSY | WAKE | PLAIN;
+const HANDLE_SHIFT: u32 = 10;
 const HANDLE_ONE: u64 = 1 << HANDLE_SHIFT;
 /// The largest handle count; a count that reaches it never moves again (the slot stays pinned).
-pub(crate) const MAX_HANDLES: u64 = (1 << 23) - 1;
+pub(crate) const MAX_HANDLES: u64 = (1 << 22) - 1;
 const GEN_SHIFT: u32 = 32;
 
 /// A decoded slot word.
@@ -98,7 +100,8 @@ impl Word {
         matches!(self.state(), DONE | CANCELLED | RETURNED)
     }
 
-    /// The same word in `state` (flags other than `PERIODIC` and `WAKE` cleared, handles kept).
+    /// The same word in `state` (flags other than `PERIODIC`, `WAKE` and `PLAIN` cleared, handles
+    /// kept).
     #[inline]
     pub(crate) fn with_state(self, state: State) -> Word {
         Word((self.0 & !(STATE_MASK | STOP | STAMPED | BUSY)) | state)
@@ -174,13 +177,14 @@ impl std::fmt::Debug for Word {
         .unwrap_or("?");
         write!(
             f,
-            "Word(gen {}, {name}{}{}{}{}{}, {} handles)",
+            "Word(gen {}, {name}{}{}{}{}{}{}, {} handles)",
             self.generation(),
             if self.has(STOP) { "|STOP" } else { "" },
             if self.has(PERIODIC) { "|PERIODIC" } else { "" },
             if self.has(STAMPED) { "|STAMPED" } else { "" },
             if self.has(BUSY) { "|BUSY" } else { "" },
             if self.has(WAKE) { "|WAKE" } else { "" },
+            if self.has(PLAIN) { "|PLAIN" } else { "" },
             self.handles()
         )
     }
@@ -202,6 +206,13 @@ mod tests {
         assert_eq!(r.state(), RUNNING);
         assert!(r.has(STOP) && r.has(PERIODIC) && !r.has(STAMPED));
         assert_eq!(r.generation(), u32::MAX);
+        // `PLAIN` stays with the task through its states and the handle count, and leaves
+        // with it.
+        let p = Word::occupied(7, QUEUED, PLAIN)
+            .plus_handle()
+            .with_state(CANCELLED);
+        assert!(p.has(PLAIN) && !p.has(PERIODIC) && p.handles() == 2);
+        assert!(!p.vacated().has(PLAIN));
     }
 
     #[test]

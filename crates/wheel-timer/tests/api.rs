@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use support::{MS, SEC, manual};
 use tickwheel::{
     AddError, BuildError, Clock, ConfigError, Executor, InlineExecutor, Job, ManualClock,
-    MisfirePolicy, ShutdownOptions, Task, TaskContext, TaskState, Timer,
+    MisfirePolicy, OnceBody, ShutdownOptions, Task, TaskContext, TaskState, Timer,
 };
 
 /// A timer on `clock` with a real rayon pool of `threads`.
@@ -506,6 +506,69 @@ fn dropping_a_timer_without_a_hook_drops_what_never_ran() {
         dropped.load(SeqCst),
         2,
         "both closures dropped, neither run"
+    );
+}
+
+/// A value of size zero with a destructor: a closure that captures only this is of size zero
+/// too, and still has something to drop.
+struct ZeroSizedGuard;
+
+static ZERO_SIZED_DROPS: AtomicUsize = AtomicUsize::new(0);
+
+impl Drop for ZeroSizedGuard {
+    fn drop(&mut self) {
+        ZERO_SIZED_DROPS.fetch_add(1, SeqCst);
+    }
+}
+
+/// A cancel skips dropping a closure only when it has nothing to drop (`PLAIN` in `word.rs`):
+/// one of size zero with a destructor is dropped, at once, as is any other. (On the real clock,
+/// far out: the cancel of a task not yet stamped, the one that skips.)
+#[test]
+fn a_cancel_drops_a_zero_sized_closure_that_has_a_destructor() {
+    const HOUR: Duration = Duration::from_secs(3600);
+    let timer = Timer::new().unwrap();
+    let guard = ZeroSizedGuard;
+    let f = move || drop(guard);
+    assert_eq!(std::mem::size_of_val(&f), 0);
+    let plain = timer.add_or_submit(Task::after(HOUR, || {})).unwrap();
+    let guarded = timer.add_or_submit(Task::after(HOUR, f)).unwrap();
+    let keyed = timer
+        .add_or_submit(Task::after(HOUR, || {}).with_key("k"))
+        .unwrap();
+    assert!(plain.cancel() && keyed.cancel());
+    assert_eq!(ZERO_SIZED_DROPS.load(SeqCst), 0);
+    assert!(guarded.cancel());
+    assert_eq!(ZERO_SIZED_DROPS.load(SeqCst), 1, "dropped by the cancel");
+    assert_eq!(timer.stats().cancelled, 3);
+}
+
+/// A zero-size type of the user's own that boxes a closure with something to drop: only the
+/// library's impls of `OnceBody` may call their box plain.
+struct ZeroSized;
+struct ByLauncher;
+
+static LAUNCHED_DROPS: std::sync::OnceLock<Arc<AtomicUsize>> = std::sync::OnceLock::new();
+
+impl OnceBody<ByLauncher> for ZeroSized {
+    fn into_once(self) -> Box<dyn FnOnce(&mut TaskContext<'_>) + Send> {
+        let guard = DropCount(LAUNCHED_DROPS.get_or_init(Default::default).clone());
+        Box::new(move |_: &mut TaskContext<'_>| drop(guard))
+    }
+}
+
+#[test]
+fn a_cancel_drops_what_a_zero_sized_body_of_the_users_own_boxed() {
+    let timer = Timer::new().unwrap();
+    let h = timer
+        .add_or_submit(Task::after(Duration::from_secs(3600), ZeroSized))
+        .unwrap();
+    assert!(h.cancel());
+    let drops = LAUNCHED_DROPS.get().expect("the body was boxed");
+    assert_eq!(
+        drops.load(SeqCst),
+        1,
+        "the boxed closure was dropped by the cancel"
     );
 }
 
