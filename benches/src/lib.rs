@@ -6,7 +6,7 @@
 //!
 //! | module | implementation |
 //! |--------|----------------|
-//! | [`impls::wheel`] | this workspace's `tickwheel_wheel::TimingWheel`, tick 1 ms, 64 buckets per level |
+//! | [`impls::wheel`] | this workspace's `tickwheel_wheel::TimingWheel`, tick 1 ms, 256 buckets per level |
 //! | [`impls::flat`] | a flat hashed wheel with round counters (Varghese–Lauck scheme 6, Netty) |
 //! | [`impls::heap`] | `std::collections::BinaryHeap` with lazy cancellation (`java.util.Timer` style) |
 //! | [`impls::pq`] | the `priority-queue` crate with real removal on cancel |

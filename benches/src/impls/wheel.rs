@@ -1,18 +1,19 @@
-//! Our `tickwheel_wheel::TimingWheel` (tick 1 ms, 64 buckets per level) behind the common trait.
+//! Our `tickwheel_wheel::TimingWheel` (tick 1 ms, 256 buckets per level, the `Timer`'s default)
+//! behind the common trait.
 
 use tickwheel_wheel::{TimerId, TimingWheel};
 
 use crate::{Cancel, TimerQueue};
 
 /// Buckets per level used in every benchmark.
-pub const WHEEL_SIZE: usize = 64;
+pub const WHEEL_SIZE: usize = 256;
 
 impl<T> TimerQueue<T> for TimingWheel<T> {
     type Id = TimerId;
     const NAME: &'static str = "tickwheel-wheel";
 
     fn new() -> Self {
-        TimingWheel::new(1, WHEEL_SIZE, 0).expect("tick 1, 64 buckets is a valid configuration")
+        TimingWheel::new(1, WHEEL_SIZE, 0).expect("tick 1, 256 buckets is a valid configuration")
     }
 
     #[inline]

@@ -421,7 +421,7 @@ impl Scenario for Threads {
             report::count(background)
         ));
         t.note(
-            "ours: `Timer` on the real clock, tick 1 ms, 64 buckets per level, 1 executor thread (nothing fires); \
+            "ours: `Timer` on the real clock, tick 1 ms, 256 buckets per level, 1 executor thread (nothing fires); \
              each adding thread has its own shard, and a 30 s add is stamped in batches (no clock read per add); \
              baseline: `ScheduledThreadPoolExecutor`'s design with one thread: a parking_lot Mutex around a \
              BinaryHeap of (deadline, slot, generation) records, jobs in a slab, a Copy handle, lazy cancel with \

@@ -1,6 +1,6 @@
 //! Which buckets of a low level hold records, one bit per bucket (tokio and Linux keep such a
 //! bitmap for every level). Levels 0 and 1 are where a stepped drive spends its advances: every
-//! tick that has something due pops a level-0 bucket, and every 64 ticks or so a level-1 one.
+//! tick that has something due pops a level-0 bucket, and every `wheel_size` ticks a level-1 one.
 //! Finding those by bit scan instead of through the delay queue saves a heap push and pop (and
 //! their hashing) per bucket; the queue keeps ordering every bucket above level 1.
 //!

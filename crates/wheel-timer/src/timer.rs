@@ -50,7 +50,7 @@ pub struct Timer {
 }
 
 impl Timer {
-    /// A timer with the defaults: tick 1 ms, 64 buckets per level, a rayon pool as wide as the
+    /// A timer with the defaults: tick 1 ms, 256 buckets per level, a rayon pool as wide as the
     /// machine, no `max_pending`.
     pub fn new() -> Result<Timer, BuildError> {
         Timer::builder().build()

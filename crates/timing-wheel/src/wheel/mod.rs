@@ -101,10 +101,10 @@ const OVERDUE: u32 = u32::MAX;
 const TOMB: u32 = u32::MAX;
 
 /// Levels whose non-empty buckets are kept in bitmaps rather than in the delay queue: 0 and 1.
-/// A stepped drive pops a level-1 bucket about every 64 ticks it pops a level-0 one, and each
+/// A stepped drive pops a level-1 bucket about once per `wheel_size` level-0 ones, and each
 /// went through the queue's hashing and sifting, twice (push and pop); W1 (1M timers, 1 ms..24 h)
 /// ran about 9% faster with level 1 here too (`cargo run --release -p wheel-benches --bin
-/// wheelbench -- --only W1`).
+/// wheelbench -- --only W1`, at 64 buckets per level).
 const BITMAP_LEVELS: usize = 2;
 
 /// Identifies one entry of a [`TimingWheel`]. Carries a generation, so an id whose entry fired or
