@@ -44,6 +44,7 @@
 //! How the add path works, and which thread writes what: `docs/architecture.md`.
 
 mod add;
+mod body;
 mod builder;
 mod chunked;
 mod class;

@@ -11,6 +11,7 @@ use tickwheel_reaper::duration_to_ns;
 
 use tickwheel_executor::Executor;
 
+pub use crate::body::{OnceBody, RepeatBody};
 use crate::class::Class;
 use crate::context::TaskContext;
 use crate::route::RouteSpec;
@@ -96,57 +97,6 @@ pub(crate) enum Work {
     /// in the slot's waker cell, see `future/mod.rs`); taken out to end the arming, it holds the
     /// waker taken from the cell.
     Wake(Option<Waker>),
-}
-
-/// A closure a one-shot [`Task`] can run: `FnOnce()`, or `FnOnce(&mut TaskContext<'_>)` for a
-/// task that wants to know when it was due or reach its timer. The type parameter only tells the
-/// two apart; write the context's type in the closure (`|cx: &mut TaskContext<'_>| ..`).
-pub trait OnceBody<Args>: Send + 'static {
-    /// `into_once`'s box has nothing to drop (see `PLAIN` in `word.rs`). Only the impls below
-    /// know that of their box; any other impl keeps the default.
-    #[doc(hidden)]
-    const PLAIN: bool = false;
-    #[doc(hidden)]
-    fn into_once(self) -> Box<dyn FnOnce(&mut TaskContext<'_>) + Send>;
-}
-
-/// A box of `F` (or of a closure that captures only `F`) has nothing to drop.
-const fn plain<F>() -> bool {
-    std::mem::size_of::<F>() == 0 && !std::mem::needs_drop::<F>()
-}
-
-/// A closure a repeating [`Task`] can run: `FnMut()`, or `FnMut(&mut TaskContext<'_>)` for a
-/// task that wants its run count or lateness, or to stop itself
-/// ([`TaskContext::stop`]). See [`OnceBody`].
-pub trait RepeatBody<Args>: Send + 'static {
-    #[doc(hidden)]
-    fn into_repeat(self) -> Box<dyn FnMut(&mut TaskContext<'_>) + Send>;
-}
-
-impl<F: FnOnce() + Send + 'static> OnceBody<()> for F {
-    const PLAIN: bool = plain::<F>();
-    fn into_once(self) -> Box<dyn FnOnce(&mut TaskContext<'_>) + Send> {
-        Box::new(move |_: &mut TaskContext<'_>| self())
-    }
-}
-
-impl<F: FnOnce(&mut TaskContext<'_>) + Send + 'static> OnceBody<TaskContext<'static>> for F {
-    const PLAIN: bool = plain::<F>();
-    fn into_once(self) -> Box<dyn FnOnce(&mut TaskContext<'_>) + Send> {
-        Box::new(self)
-    }
-}
-
-impl<F: FnMut() + Send + 'static> RepeatBody<()> for F {
-    fn into_repeat(mut self) -> Box<dyn FnMut(&mut TaskContext<'_>) + Send> {
-        Box::new(move |_: &mut TaskContext<'_>| self())
-    }
-}
-
-impl<F: FnMut(&mut TaskContext<'_>) + Send + 'static> RepeatBody<TaskContext<'static>> for F {
-    fn into_repeat(self) -> Box<dyn FnMut(&mut TaskContext<'_>) + Send> {
-        Box::new(self)
-    }
 }
 
 /// A task for [`Timer::add_or_submit`](crate::Timer::add_or_submit): a closure and when to run it.
