@@ -19,7 +19,7 @@
 //! | field            | who changes it, under the lock | meaning |
 //! |------------------|--------------------------------|---------|
 //! | `slab` slot `i`  | `schedule`, `cancel`, the timer thread | occupied: pending; vacant: no job |
-//! | slot `i`'s generation | whoever vacates the slot (`GenSlab::take`) | records with an older generation are stale |
+//! | slot `i`'s generation | whoever fills or vacates the slot (`GenSlab::insert`, `GenSlab::take`) | records with another generation are stale |
 //! | `sleeping_until` | the timer thread; an adder clears it when it notifies | `Some(t)`: asleep until `t` ns (`u64::MAX`: until notified) |
 //! | `closed`         | [`MutexHeapTimer::shutdown`]   | the thread exits at its next look |
 

@@ -45,11 +45,15 @@ impl<T> Slot<T> {
     }
 }
 
-impl<T> fmt::Debug for Slot<T> {
+impl<T: fmt::Debug> fmt::Debug for Slot<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // SAFETY: an occupied slot's item is initialised.
+        let item = self
+            .is_occupied()
+            .then(|| unsafe { self.item.assume_init_ref() });
         f.debug_struct("Slot")
             .field("generation", &self.generation)
-            .field("occupied", &self.is_occupied())
+            .field("item", &item)
             .finish()
     }
 }
@@ -179,14 +183,28 @@ impl<T> GenSlab<T> {
     }
 }
 
+/// Drops the items still held, going on past a destructor that panics (a second one aborts), as
+/// `Vec` does.
 impl<T> Drop for GenSlab<T> {
-    /// Drops the items still held (a panicking destructor leaks the ones after it, never drops
-    /// one twice: each slot is vacated before its item is dropped).
     fn drop(&mut self) {
         if !std::mem::needs_drop::<T>() {
             return;
         }
-        for s in &mut self.slots {
+        let mut rest = DropRest(self.slots.iter_mut());
+        for s in rest.0.by_ref() {
+            if s.is_occupied() {
+                drop(s.vacate(NIL));
+            }
+        }
+    }
+}
+
+/// The slots `GenSlab::drop` has not reached: dropped by this guard if a destructor panics.
+struct DropRest<'a, T>(std::slice::IterMut<'a, Slot<T>>);
+
+impl<T> Drop for DropRest<'_, T> {
+    fn drop(&mut self) {
+        for s in self.0.by_ref() {
             if s.is_occupied() {
                 drop(s.vacate(NIL));
             }
@@ -258,6 +276,25 @@ mod tests {
         assert_eq!(std::rc::Rc::strong_count(&counter), 5);
         drop(slab);
         assert_eq!(std::rc::Rc::strong_count(&counter), 1);
+    }
+
+    #[test]
+    fn the_drop_goes_on_past_a_destructor_that_panics() {
+        struct Loud(std::rc::Rc<std::cell::Cell<usize>>, bool);
+        impl Drop for Loud {
+            fn drop(&mut self) {
+                self.0.set(self.0.get() + 1);
+                assert!(!self.1, "a destructor panics");
+            }
+        }
+        let drops = std::rc::Rc::new(std::cell::Cell::new(0));
+        let mut slab = GenSlab::new();
+        for i in 0..6 {
+            slab.insert(Loud(drops.clone(), i == 2));
+        }
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(slab)));
+        assert!(caught.is_err());
+        assert_eq!(drops.get(), 6, "every item dropped once");
     }
 
     #[test]

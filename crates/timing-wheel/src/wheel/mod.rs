@@ -238,6 +238,9 @@ type BucketQueue = PriorityQueue<u32, Reverse<u64>, BuildHasherDefault<BucketIdH
 /// A plain data structure: no threads, no clock reads, no locks. Time is a `u64` in whatever unit
 /// the caller uses; the caller moves it forward with [`advance`](Self::advance).
 ///
+/// Items still pending when the wheel is dropped are dropped with it, so items that borrow must
+/// outlive the wheel (a wheel of `&str` is dropped before the strings it points into).
+///
 /// ```
 /// use tickwheel_wheel::TimingWheel;
 ///
