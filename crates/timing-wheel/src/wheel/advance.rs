@@ -5,7 +5,7 @@
 use std::cmp::Reverse;
 use std::mem;
 
-use super::{Due, PREFETCH_AHEAD, RETAINED_CAPACITY, TOMB, TimingWheel};
+use super::{Due, PREFETCH_AHEAD, RETAINED_CAPACITY, TimingWheel, is_marked};
 use crate::time::{bucket_span_mask, reached_tick};
 
 impl<T> TimingWheel<T> {
@@ -128,33 +128,35 @@ impl<T> TimingWheel<T> {
     /// a second pass would miss on every one of them again. Returns the bucket's last tick.
     pub(super) fn collect_bucket(&mut self, id: u32, start: u64, target: u64) -> u64 {
         let (level, slot) = self.split(id);
-        let bucket = mem::take(&mut self.levels[level][slot]);
-        let mut recs = bucket.recs;
+        let bucket = &mut self.levels[level][slot];
+        let mut recs = mem::take(&mut bucket.recs);
+        let stale = mem::replace(&mut bucket.stale, 0);
         let last = start | bucket_span_mask(level as u32, self.bits);
         if last > target {
             debug_assert!(self.queue.peek().is_none_or(|(_, &Reverse(s))| s > target));
             self.cur = target;
         }
-        for (i, &s) in recs.iter().enumerate() {
-            if let Some(&ahead) = recs.get(i + PREFETCH_AHEAD)
-                && ahead != TOMB
-            {
-                self.slab.prefetch(ahead);
+        if stale == 0 {
+            // Nothing was cancelled out of it (a wheel without cancels never goes below).
+            for (i, &s) in recs.iter().enumerate() {
+                if let Some(&ahead) = recs.get(i + PREFETCH_AHEAD) {
+                    self.slab.prefetch(ahead);
+                }
+                self.collect_record(s, start, last, target);
             }
-            if s == TOMB {
-                continue; // a cancelled entry's record (the bucket is settled)
+        } else {
+            let marks = mem::take(&mut self.levels[level][slot].marks);
+            for (i, &s) in recs.iter().enumerate() {
+                if let Some(&ahead) = recs.get(i + PREFETCH_AHEAD)
+                    && !is_marked(&marks, i + PREFETCH_AHEAD)
+                {
+                    self.slab.prefetch(ahead);
+                }
+                if !is_marked(&marks, i) {
+                    self.collect_record(s, start, last, target);
+                }
             }
-            let due = self.slab.at(s).due();
-            debug_assert!(start <= due && due <= last, "record outside its bucket");
-            if due <= target {
-                self.due.push(Due {
-                    due,
-                    item: self.slab.remove(s),
-                });
-            } else {
-                // A finer level: never this bucket, which holds ticks up to `last` on `level`.
-                self.place_in_bucket(s, due);
-            }
+            self.levels[level][slot].marks = marks;
         }
         self.len -= self.due.len();
         if level > 0 {
@@ -162,10 +164,28 @@ impl<T> TimingWheel<T> {
             self.due.sort_unstable_by_key(|d| d.due);
         }
         recs.clear();
+        self.levels[level][slot].marks.clear();
         if recs.capacity() <= RETAINED_CAPACITY {
             self.levels[level][slot].recs = recs;
         }
         last
+    }
+
+    /// `collect_bucket` for the live record of `slot`: its item to `self.due` if it is due by
+    /// `target`, else its record to a finer level (never the bucket being collected, which holds
+    /// ticks up to its last on its level).
+    #[inline(always)]
+    fn collect_record(&mut self, slot: u32, start: u64, last: u64, target: u64) {
+        let due = self.slab.at(slot).due();
+        debug_assert!(start <= due && due <= last, "record outside its bucket");
+        if due <= target {
+            self.due.push(Due {
+                due,
+                item: self.slab.remove(slot),
+            });
+        } else {
+            self.place_in_bucket(slot, due);
+        }
     }
 
     /// Hands out `self.due` in order. If `f` or `prefetch` panics, the items not handed out yet

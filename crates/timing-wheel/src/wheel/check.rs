@@ -2,7 +2,7 @@
 
 use std::cmp::Reverse;
 
-use super::{COMPACT_MIN, SETTLE_BATCH, STALE_PER_LIVE, TOMB, TimingWheel};
+use super::{COMPACT_MIN, SETTLE_BATCH, STALE_PER_LIVE, TimingWheel};
 
 impl<T> TimingWheel<T> {
     /// Checks every invariant in the module docs. O(size of the wheel): tests only.
@@ -12,10 +12,16 @@ impl<T> TimingWheel<T> {
         for (level, buckets) in self.levels.iter().enumerate() {
             for (slot, b) in buckets.iter().enumerate() {
                 let id = ((level as u32) << self.bits) | slot as u32;
-                let (mut live, mut tombs) = (0, 0);
+                let (mut live, mut marked) = (0, 0);
+                assert_eq!(
+                    b.marks.len(),
+                    b.recs.len().div_ceil(64),
+                    "bucket {level}/{slot}: a mark word per 64 records"
+                );
+                let marks: usize = b.marks.iter().map(|w| w.count_ones() as usize).sum();
                 for (i, &s) in b.recs.iter().enumerate() {
-                    if s == TOMB {
-                        tombs += 1;
+                    if b.is_marked(i) {
+                        marked += 1;
                         continue;
                     }
                     let e = self.slab.at(s);
@@ -26,8 +32,10 @@ impl<T> TimingWheel<T> {
                     }
                 }
                 assert_eq!(
-                    tombs, b.stale as usize,
-                    "bucket {level}/{slot}: every stale record settled, and only those, is a tomb"
+                    (marked, marks),
+                    (b.stale as usize, b.stale as usize),
+                    "bucket {level}/{slot}: every stale record settled, and only those, is marked \
+                     (and nothing past the last record)"
                 );
                 let stale = b.recs.len() - live;
                 let unsettled = self

@@ -331,3 +331,16 @@ fn a_panicking_callback_over_buckets_with_stale_records_loses_nothing() {
     dedup.dedup();
     assert_eq!(dedup, fired, "an item fired twice");
 }
+
+/// The check of the check: a live record marked stale breaks an invariant `check` sees.
+#[test]
+#[should_panic(expected = "is marked")]
+fn check_sees_a_live_record_marked_stale() {
+    let mut w = TimingWheel::new(1, 64, 0).unwrap();
+    for _ in 0..3 {
+        w.insert(100, ()).unwrap(); // level 1, bucket 1 (100 / 64)
+    }
+    w.check();
+    w.levels[1][1].marks[0] |= 1;
+    w.check();
+}
