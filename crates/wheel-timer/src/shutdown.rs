@@ -86,6 +86,24 @@ impl Core {
         for shard in self.shards() {
             shard.drain(now, &mut back);
         }
+        // Futures are not handed back: they are woken now (not after the running tasks, one of
+        // which may wait for what an awaiting future does), and complete saying how they ended:
+        // elapsed if this clock reading reached their deadline (the drain ended them so), else
+        // shut down.
+        back.retain_mut(|r| match &mut r.work {
+            Work::Wake(waker) => {
+                if r.deadline <= now {
+                    self.count_run(now - r.deadline);
+                } else {
+                    self.returned.fetch_add(1, Relaxed);
+                }
+                if let Some(w) = waker.take() {
+                    self.panics.run(|| w.wake());
+                }
+                false
+            }
+            _ => true,
+        });
         // Running jobs finish; periodic ones hand their task back into `late` as they do. The
         // jobs of this very thread (a task calling shutdown) are not waited for. (A limit too far
         // ahead for an `Instant` is no limit.)
@@ -95,17 +113,6 @@ impl Core {
         back.extend(self.late.lock().take().unwrap_or_default());
         self.lifecycle.finish_close();
         back.sort_by_key(|r| r.deadline);
-        // Futures are not handed back: they are told, and complete saying so.
-        back.retain_mut(|r| match &mut r.work {
-            Work::Wake(waker) => {
-                if let Some(w) = waker.take() {
-                    self.panics.run(|| w.wake());
-                }
-                self.returned.fetch_add(1, Relaxed);
-                false
-            }
-            _ => true,
-        });
         let mut ran_due = 0;
         if options.run_due {
             let due = back.partition_point(|r| r.deadline <= now);

@@ -194,7 +194,10 @@ impl Timer {
         Sleep::after(&self.core, tickwheel_reaper::duration_to_ns(delay))
     }
 
-    /// A future that completes at `deadline` (at once if it passed; see [`Sleep`]).
+    /// A future that completes at `deadline` (at once if it passed; see [`Sleep`]). An instant
+    /// before the timer's clock began (the instant the timer was built, or a
+    /// [`ManualClock`](crate::ManualClock)'s epoch) is that beginning: the sleep completes at
+    /// once, and its [`deadline`](Sleep::deadline) says so.
     pub fn sleep_until(&self, deadline: Instant) -> Sleep {
         Sleep::new(&self.core, self.core.ns_of(deadline))
     }
@@ -219,12 +222,26 @@ impl Timer {
     }
 
     /// Ticks every `period`, the first tick at `start`: see [`Interval`].
+    ///
+    /// If `start` is before the timer's clock began (the instant the timer was built, or a
+    /// [`ManualClock`](crate::ManualClock)'s epoch), the grid `start + k * period` keeps its
+    /// phase: the first tick is its first point at or after that beginning (the points before
+    /// it precede the timer and are not ticked).
     pub fn interval_at(&self, start: Instant, period: Duration) -> Interval {
-        Interval::new(
-            &self.core,
-            self.sleep_until(start),
-            tickwheel_reaper::duration_to_ns(period),
-        )
+        let period = tickwheel_reaper::duration_to_ns(period);
+        let first = match self.core.origin.checked_duration_since(start) {
+            Some(before) if !before.is_zero() => {
+                // The grid's first point at or after clock time 0, `before` after `start`: less
+                // than a period in (u128: no overflow for any instant and period).
+                let (before, grid) = (
+                    before.as_nanos(),
+                    u128::from(Interval::grid(&self.core, period)),
+                );
+                (before.div_ceil(grid) * grid - before) as u64
+            }
+            _ => self.core.ns_of(start),
+        };
+        Interval::new(&self.core, Sleep::new(&self.core, first), period)
     }
 
     /// Stops the timer: waits for tasks already running, and returns every task that never ran
@@ -235,10 +252,14 @@ impl Timer {
     /// repeating one ends after its current run).
     ///
     /// Pending futures ([`Sleep`], [`Timeout`], [`Interval`]) are not returned: they are woken at
-    /// once and complete saying the timer shut down ([`Sleep::is_shutdown`],
-    /// [`TimeoutError::ShutDown`](crate::TimeoutError::ShutDown), [`Interval::is_shutdown`]). They count in
-    /// [`Stats::returned`](crate::Stats::returned) with the returned tasks. (Shutdown waits for
-    /// running tasks, so call it from async code through your runtime's blocking facility.)
+    /// once, before shutdown waits for running tasks (one of which may wait for what an awaiting
+    /// future does). One whose deadline shutdown's clock reading has reached completes as
+    /// elapsed and counts in [`Stats::fired`](crate::Stats::fired); the others complete saying
+    /// the timer shut down ([`Sleep::is_shutdown`],
+    /// [`TimeoutError::ShutDown`](crate::TimeoutError::ShutDown), [`Interval::is_shutdown`]) and
+    /// count in [`Stats::returned`](crate::Stats::returned) with the returned tasks. (Shutdown
+    /// waits for running tasks, so call it from async code through your runtime's blocking
+    /// facility.)
     ///
     /// ```
     /// use std::time::Duration;

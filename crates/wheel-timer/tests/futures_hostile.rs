@@ -135,6 +135,9 @@ fn interval_extreme_periods_and_starts() {
         .checked_sub(Duration::from_secs(3600))
         .unwrap_or_else(Instant::now);
     let mut p = timer.interval_at(past, Duration::ZERO);
+    // Before the clock began: the grid (at the tick) keeps its phase, its first point within a
+    // tick of the beginning (`Timer::interval_at`).
+    clock.advance(MS);
     assert!(tick(&mut p, &waker).is_some());
     let far = Instant::now() + Duration::from_secs(100 * 365 * 86_400);
     let mut f = timer.interval_at(far, Duration::from_nanos(1));

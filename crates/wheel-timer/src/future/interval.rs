@@ -63,6 +63,12 @@ pub struct Interval {
 
 impl Interval {
     /// First tick at clock time `start`, then every `period` ns.
+    /// The spacing of the ticks for a `period` asked for (ns): a period below the tick runs at
+    /// the tick, as `Task::every` does.
+    pub(crate) fn grid(core: &Core, period: u64) -> u64 {
+        period.max(core.tick_ns)
+    }
+
     pub(crate) fn new(core: &Arc<Core>, sleep: Sleep, period: u64) -> Interval {
         let tick = core.tick_ns;
         // Counted as `Task::every` counts: only if added (not refused by a shutdown).
@@ -72,7 +78,7 @@ impl Interval {
         Interval {
             core: core.clone(),
             sleep,
-            period: period.max(tick),
+            period: Interval::grid(core, period),
             policy: MisfirePolicy::default(),
             fixed_delay: false,
         }

@@ -197,7 +197,9 @@ impl Sleep {
     ///
     /// A waker the old arming kept goes to the new one (a task may wait on this sleep while
     /// another resets it), or is woken if the new arming ended at once (refused, or due already
-    /// and fired by its add): nobody waits for ever.
+    /// and fired by its add): nobody waits for ever. A waker is foreign code: one that panics is
+    /// counted like a panicking task (by the timer, if it is still there), not passed on to the
+    /// caller.
     fn rearm(&mut self, core: Option<&Arc<Core>>, deadline: u64) {
         let waker = self.disarm();
         self.handle = core.and_then(|core| arm(core, When::Clock(deadline)));
@@ -207,7 +209,12 @@ impl Sleep {
             (_, w) => w,
         };
         if let Some(w) = ended {
-            w.wake();
+            match core {
+                Some(core) => {
+                    core.panics.run(|| w.wake());
+                }
+                None => drop(crate::panic::catch(|| w.wake())),
+            }
         }
         if let Some(h) = &self.handle {
             self.timer.shard = h.shard_id();

@@ -49,7 +49,8 @@ use crate::slot::Run;
 use crate::slots::Slots;
 use crate::task::Work;
 use crate::word::{
-    CANCELLED, DUE, PERIODIC, QUEUED, RETURNED, RUNNING, STAMPED, STOP, VACANT, WAITING, WAKE, Word,
+    CANCELLED, DONE, DUE, PERIODIC, QUEUED, RETURNED, RUNNING, STAMPED, STOP, VACANT, WAITING,
+    WAKE, Word,
 };
 
 /// A task found due: what its job needs to find and run it.

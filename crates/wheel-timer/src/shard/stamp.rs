@@ -249,11 +249,22 @@ impl Shard {
         for i in 0..self.slots.len() {
             let s = self.slots.get(i);
             // Sequentially consistent: the other half of the add's handshake (see `add.rs`).
-            let generation = Word(s.word.load(SeqCst)).generation();
+            let w = Word(s.word.load(SeqCst));
+            // A future whose deadline this shutdown's clock reading has reached ends as fired,
+            // not shut down: it is elapsed. (Its word, flags and deadline move only under this
+            // lock or by a cancel, which the take below sees; an unstamped one is due later.)
+            let end = if w.has(WAKE)
+                && (w.has(STAMPED) || w.state() != QUEUED)
+                && s.deadline.load(Relaxed) <= now
+            {
+                DONE
+            } else {
+                RETURNED
+            };
             let Some((old, mut work)) = s.take(
-                generation,
+                w.generation(),
                 |w| matches!(w.state(), QUEUED | WAITING | DUE),
-                |w| w.finished(RETURNED),
+                |w| w.finished(end),
             ) else {
                 continue;
             };
