@@ -291,6 +291,7 @@ impl Periodic<'_> {
         list.push(Returned {
             deadline: next,
             work,
+            elapsed: false,
             route,
         });
     }

@@ -92,8 +92,8 @@ impl Core {
         // shut down.
         back.retain_mut(|r| match &mut r.work {
             Work::Wake(waker) => {
-                if r.deadline <= now {
-                    self.count_run(now - r.deadline);
+                if r.elapsed {
+                    self.count_run(now.saturating_sub(r.deadline));
                 } else {
                     self.returned.fetch_add(1, Relaxed);
                 }
@@ -184,6 +184,7 @@ impl Core {
                 let again = next.map(|deadline| Returned {
                     deadline,
                     work: Work::Every(repeat),
+                    elapsed: false,
                     route: r.route,
                 });
                 (!skip, again)

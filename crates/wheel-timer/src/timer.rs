@@ -228,20 +228,20 @@ impl Timer {
     /// phase: the first tick is its first point at or after that beginning (the points before
     /// it precede the timer and are not ticked).
     pub fn interval_at(&self, start: Instant, period: Duration) -> Interval {
-        let period = tickwheel_reaper::duration_to_ns(period);
+        let ns = tickwheel_reaper::duration_to_ns(period);
         let first = match self.core.origin.checked_duration_since(start) {
             Some(before) if !before.is_zero() => {
                 // The grid's first point at or after clock time 0, `before` after `start`: less
-                // than a period in (u128: no overflow for any instant and period).
-                let (before, grid) = (
-                    before.as_nanos(),
-                    u128::from(Interval::grid(&self.core, period)),
-                );
-                (before.div_ceil(grid) * grid - before) as u64
+                // than a period in, or past the end of time (`u64::MAX`: never) for a period
+                // beyond it. In u128 from the exact durations: no overflow, no rounding.
+                let before = before.as_nanos();
+                let grid = period.as_nanos().max(u128::from(self.core.tick_ns));
+                let first = before.div_ceil(grid) * grid - before;
+                u64::try_from(first).unwrap_or(u64::MAX)
             }
             _ => self.core.ns_of(start),
         };
-        Interval::new(&self.core, Sleep::new(&self.core, first), period)
+        Interval::new(&self.core, Sleep::new(&self.core, first), ns)
     }
 
     /// Stops the timer: waits for tasks already running, and returns every task that never ran

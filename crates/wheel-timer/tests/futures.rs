@@ -527,6 +527,31 @@ fn an_interval_is_a_stream_that_ends_at_shutdown() {
     assert_eq!(next(&mut every), Poll::Ready(None));
 }
 
+/// A tick its deadline brought, not yet taken when the timer shut down, is yielded before the
+/// stream ends (found by the review of 2026-11-27: the stream dropped it, since the interval's
+/// next arming was refused and the stream asked only whether the interval was shut down).
+#[cfg(feature = "stream")]
+#[test]
+fn an_interval_stream_yields_a_tick_that_came_before_shutdown() {
+    use futures::Stream;
+
+    let (clock, timer) = manual();
+    let (_, waker) = counter();
+    let mut cx = Context::from_waker(&waker);
+    let start = timer.now() + 10 * MS;
+    let mut every = timer.interval_at(start, 100 * MS);
+    let mut next = |every: &mut Interval| Pin::new(every).poll_next(&mut cx);
+    assert_eq!(next(&mut every), Poll::Pending);
+    clock.advance(10 * MS); // the tick comes; nobody takes it yet
+    assert!(timer.shutdown().is_empty());
+    assert_eq!(
+        next(&mut every),
+        Poll::Ready(Some(start)),
+        "the tick that came"
+    );
+    assert_eq!(next(&mut every), Poll::Ready(None), "then the stream ends");
+}
+
 #[test]
 fn a_sleep_stamped_in_a_batch_knows_its_deadline_however_it_ends() {
     let (hand, timer) = batched();

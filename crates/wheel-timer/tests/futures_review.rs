@@ -259,6 +259,24 @@ fn an_interval_started_long_before_the_clock_began_keeps_its_grid() {
     );
 }
 
+/// Item 2, found by the review of the fix: a period past the end of time (2^64 ns or more) from a
+/// start before the clock began has no grid point in range, so no tick; the first version
+/// computed one from the saturated period, about 584 years after `start`, early.
+#[test]
+fn an_interval_started_before_the_clock_began_with_an_endless_period_never_ticks_early() {
+    let start = Instant::now();
+    std::thread::sleep(3 * MS);
+    let (clock, timer) = manual();
+    let before = timer.now() - start;
+    let (_, waker) = counter();
+    let mut interval = timer.interval_at(start, Duration::MAX);
+    assert_eq!(tick(&mut interval, &waker), None);
+    // A tick past `start + 2^64 ns` (the saturated period), well before `start + Duration::MAX`.
+    assert!(before > MS);
+    clock.advance(Duration::from_nanos(u64::MAX) - before + MS);
+    assert_eq!(tick(&mut interval, &waker), None, "never early");
+}
+
 /// Item 2, for a sleep: an instant before the clock began is that beginning (the rule was
 /// already so; the review found it undocumented, and it is now in `Timer::sleep_until`).
 #[test]

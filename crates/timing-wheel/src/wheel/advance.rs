@@ -164,9 +164,12 @@ impl<T> TimingWheel<T> {
             self.due.sort_unstable_by_key(|d| d.due);
         }
         recs.clear();
-        self.levels[level][slot].marks.clear();
+        let bucket = &mut self.levels[level][slot];
         if recs.capacity() <= RETAINED_CAPACITY {
-            self.levels[level][slot].recs = recs;
+            bucket.recs = recs;
+            bucket.marks.clear();
+        } else {
+            bucket.marks = Vec::new(); // a burst's, given back with its records
         }
         last
     }

@@ -344,3 +344,34 @@ fn check_sees_a_live_record_marked_stale() {
     w.levels[1][1].marks[0] |= 1;
     w.check();
 }
+
+/// A burst flushed from its bucket gives its marks back with its records (`RETAINED_CAPACITY`):
+/// found by the review of the marks, when a flush dropped a burst's records and kept its marks
+/// (a bucket later refilled a little, and emptied by cancels, held them on).
+#[test]
+fn a_flushed_burst_gives_its_marks_back_with_its_records() {
+    let marks: fn(&TimingWheel<u64>) -> usize = |w| {
+        w.levels
+            .iter()
+            .flat_map(|l| l.iter())
+            .map(|b| b.marks.capacity())
+            .sum()
+    };
+    let mut w = TimingWheel::new(1, 64, 0).unwrap();
+    for round in 0..8u64 {
+        let base = 64 * (round + 1); // a level-1 bucket each round
+        let ids: Vec<_> = (0..10_000u64)
+            .map(|i| w.insert(base + i % 64, i).unwrap())
+            .collect();
+        if round % 2 == 0 {
+            w.cancel(ids[10]); // the flush's path over marks
+        }
+        w.advance(base + 63, |_| {});
+        w.check();
+    }
+    assert!(
+        marks(&w) <= 8 * RETAINED_CAPACITY.div_ceil(64),
+        "{} mark words kept after the flushes",
+        marks(&w)
+    );
+}

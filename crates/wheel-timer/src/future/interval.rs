@@ -92,13 +92,19 @@ impl Interval {
 
     /// The poll behind [`tick`](Self::tick), for hand-written futures and streams.
     pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
+        self.poll_next_tick(cx).map(|(at, _)| at)
+    }
+
+    /// `poll_tick`, also saying whether the tick is one the deadline brought (`true`: even one
+    /// whose re-arming the timer then refused, shutting down) or one a shutdown completed.
+    fn poll_next_tick(&mut self, cx: &mut Context<'_>) -> Poll<(Instant, bool)> {
         loop {
             let scheduled = self.sleep.deadline_ns();
             match self.sleep.poll_outcome(cx) {
                 Poll::Pending => return Poll::Pending,
                 // Shut down: every tick completes at once, at the instant it was due.
                 Poll::Ready(Outcome::ShutDown) => {
-                    return Poll::Ready(self.core.instant_of(scheduled));
+                    return Poll::Ready((self.core.instant_of(scheduled), false));
                 }
                 Poll::Ready(Outcome::Fired) => {}
             }
@@ -106,7 +112,7 @@ impl Interval {
             let now = core.clock.now();
             if self.fixed_delay {
                 self.sleep.reset_to(core, now.saturating_add(self.period));
-                return Poll::Ready(core.instant_of(scheduled));
+                return Poll::Ready((core.instant_of(scheduled), true));
             }
             let late = now.saturating_sub(scheduled);
             let (next, mut skipped) = next_run(scheduled, self.period, now, self.policy);
@@ -122,7 +128,7 @@ impl Interval {
             if skip_this {
                 continue; // no late tick: wait for the next grid point
             }
-            return Poll::Ready(core.instant_of(scheduled));
+            return Poll::Ready((core.instant_of(scheduled), true));
         }
     }
 
@@ -183,8 +189,9 @@ impl futures_core::Stream for Interval {
         if this.is_shutdown() {
             return Poll::Ready(None);
         }
-        this.poll_tick(cx)
-            .map(|at| (!this.is_shutdown()).then_some(at))
+        // A tick its deadline brought is yielded even if the timer refused the next arming.
+        this.poll_next_tick(cx)
+            .map(|(at, ticked)| ticked.then_some(at))
     }
 }
 

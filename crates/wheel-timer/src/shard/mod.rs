@@ -75,6 +75,9 @@ pub(crate) const WAKE_HERE: u32 = u32::MAX;
 pub(crate) struct Returned {
     pub(crate) deadline: u64,
     pub(crate) work: Work,
+    /// A future's task that shutdown's drain ended as fired (`DONE`): its deadline had come by
+    /// the drain's clock reading. False for every other task.
+    pub(crate) elapsed: bool,
     /// Its route word (its class and executor, see `route.rs`).
     pub(crate) route: u32,
 }

@@ -2,6 +2,8 @@
 //! collecting what is due for the tick thread, and `next_wake`; and shutdown's drain. Far tasks
 //! wait in the young queue on their way to the wheel (`young.rs`).
 
+use std::cell::Cell;
+
 use tickwheel_reaper::{Clock, Due};
 
 use super::*;
@@ -249,22 +251,24 @@ impl Shard {
         for i in 0..self.slots.len() {
             let s = self.slots.get(i);
             // Sequentially consistent: the other half of the add's handshake (see `add.rs`).
-            let w = Word(s.word.load(SeqCst));
+            let generation = Word(s.word.load(SeqCst)).generation();
             // A future whose deadline this shutdown's clock reading has reached ends as fired,
-            // not shut down: it is elapsed. (Its word, flags and deadline move only under this
-            // lock or by a cancel, which the take below sees; an unstamped one is due later.)
-            let end = if w.has(WAKE)
-                && (w.has(STAMPED) || w.state() != QUEUED)
-                && s.deadline.load(Relaxed) <= now
-            {
-                DONE
-            } else {
-                RETURNED
-            };
+            // not shut down: it is elapsed. Decided from the word the take replaces (an add
+            // racing this may have published it since the load above), whose deadline was
+            // written before it was published or under this lock; an unstamped one is due
+            // later.
+            let elapsed = Cell::new(false);
             let Some((old, mut work)) = s.take(
-                w.generation(),
+                generation,
                 |w| matches!(w.state(), QUEUED | WAITING | DUE),
-                |w| w.finished(end),
+                |w| {
+                    elapsed.set(
+                        w.has(WAKE)
+                            && (w.has(STAMPED) || w.state() != QUEUED)
+                            && s.deadline.load(Relaxed) <= now,
+                    );
+                    w.finished(if elapsed.get() { DONE } else { RETURNED })
+                },
             ) else {
                 continue;
             };
@@ -286,6 +290,7 @@ impl Shard {
             out.push(Returned {
                 deadline,
                 work,
+                elapsed: elapsed.get(),
                 route,
             });
             if old.state() != DUE {
