@@ -101,13 +101,15 @@ impl Slots {
     pub(crate) fn alloc(&self) -> Option<Vacant<'_>> {
         self.mine.with_free(|free| {
             loop {
+                let hot = free.has_hot();
                 let i = match free.pop() {
                     Some(i) => i,
                     None => self.refill(free)?,
                 };
-                if let Some(next) = free.peek() {
-                    // The next add takes that one: a slot vacated long ago is cold by now, and
-                    // the time until that add hides its fetch.
+                // Taken from the ordered set, the next add likely takes the next lowest: a slot
+                // vacated long ago is cold by now, and the time until that add hides its fetch.
+                // (After the slot kept aside, the next is likely the next one freed here.)
+                if !hot && let Some(next) = free.peek() {
                     crate::prefetch::line(self.get(next));
                 }
                 // Only vacant slots are ever listed; `claim` checks anyway (that is what keeps
