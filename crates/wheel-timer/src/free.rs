@@ -86,7 +86,9 @@ impl FreeSet {
                     return; // already in
                 }
                 self.len += 1;
-                self.floor = self.floor.min(i);
+                // The first slot of an empty set is its lowest; a bound left from before
+                // would only be lower than need be.
+                self.floor = if self.len == 1 { i } else { self.floor.min(i) };
             }
             if was != 0 {
                 return; // the levels above already mark this word
@@ -214,6 +216,17 @@ mod tests {
     }
 
     #[test]
+    fn the_bound_starts_from_the_first_slot_of_an_empty_set() {
+        let mut set = FreeSet::default();
+        set.insert(50); // aside
+        set.insert(40); // into the set
+        assert_eq!(set.pop(), Some(50));
+        set.insert(30); // below the set's 40: aside, though no search has run
+        assert!(set.has_hot());
+        assert_eq!(drain(&mut set), [30, 40]);
+    }
+
+    #[test]
     fn a_slot_already_in_the_set_is_not_kept_aside_as_well() {
         let mut set = FreeSet::default();
         set.insert(1); // aside
@@ -275,6 +288,9 @@ mod tests {
             }
             assert_eq!(set.len(), model.len() + usize::from(aside.is_some()));
         }
-        assert!(aside_over_a_set > 100, "{aside_over_a_set} slots kept aside over a set");
+        assert!(
+            aside_over_a_set > 100,
+            "{aside_over_a_set} slots kept aside over a set"
+        );
     }
 }
