@@ -58,8 +58,8 @@ impl FreeSet {
         }
     }
 
-    /// True if the next [`pop`](Self::pop) takes the slot kept aside.
-    #[inline]
+    /// True if a slot is kept aside.
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn has_hot(&self) -> bool {
         self.hot.is_some()
     }
@@ -96,6 +96,12 @@ impl FreeSet {
             at = word;
         }
         self.from = self.from.min(at);
+    }
+
+    /// Takes the slot kept aside, if there is one.
+    #[inline(always)]
+    pub(crate) fn take_hot(&mut self) -> Option<u32> {
+        self.hot.take()
     }
 
     /// Takes the slot to hand out next: the one kept aside, else the lowest.
