@@ -134,9 +134,8 @@ pub(crate) fn add(core: &Arc<Core>, task: Task) -> Result<TimerHandle, AddError>
             .word_of(spec, matches!(task.work, Work::Every(_))),
     };
     shard.slots.route(i).store(route_word, Relaxed);
-    let word = Word::occupied(generation, state, flags);
     let Task { when, work, route } = task;
-    vacant.publish(word, work);
+    let word = vacant.publish(state, flags, work);
     let in_ring = matches!(
         plan,
         Plan::Unstamped { .. } | Plan::Stamped { now: false, .. }

@@ -79,6 +79,15 @@ impl Slot {
         Word(self.word.load(Acquire))
     }
 
+    /// The word, without ordering: only to decide whether to act on the slot, which then reads
+    /// or compares-and-swaps the word with the ordering it needs. (A drain skips the records of
+    /// tasks cancelled since; with an acquire load per record, the loop reloaded its bases from
+    /// memory on every record.)
+    #[inline]
+    pub(crate) fn peek_word(&self) -> Word {
+        Word(self.word.load(Relaxed))
+    }
+
     /// Moves the word of generation `generation` from a word accepted by `from` to `to(word)`,
     /// retrying while only the handle count changes under it. Returns the word it replaced, or
     /// `None` if the slot no longer matches. A move must stay on one side of "the cell holds the
@@ -304,14 +313,14 @@ impl<'a> Vacant<'a> {
         self.slot
     }
 
-    /// Puts `work` in the cell and publishes `word` (a holding state of this slot's generation)
-    /// with a release store; `add.rs` fences after it.
+    /// Puts `work` in the cell and publishes the occupied word of this slot's generation in
+    /// `state` (a holding one) with `flags`, with a release store; returns the word. `add.rs`
+    /// fences after it. (Built here, the word has the slot's generation by construction: the
+    /// check a word passed in needed was 5 of the add's instructions.)
     #[inline]
-    pub(crate) fn publish(self, word: Word, work: Work) {
-        assert!(
-            holds(word.state()) && word.generation() == self.generation(),
-            "{word:?} does not publish a task"
-        );
+    pub(crate) fn publish(self, state: State, flags: u64, work: Work) -> Word {
+        debug_assert!(holds(state), "{state} does not hold a task");
+        let word = Word::occupied(self.generation(), state, flags);
         // SAFETY: `OwnedFree::claim` handed this slot out only after seeing it VACANT, on the one
         // thread that owns the shard (the only thread that can claim), so nobody else owns the
         // cell until the store below.
@@ -319,6 +328,7 @@ impl<'a> Vacant<'a> {
             .task
             .with_mut(|cell| unsafe { *cell = Some(work) });
         self.slot.word.store(word.0, Release);
+        word
     }
 }
 
@@ -359,7 +369,7 @@ mod tests {
         let _me = mine.attach().unwrap();
         let slot = Slot::default();
         let v = claim(&mine, &slot, 0).unwrap();
-        v.publish(Word::occupied(0, QUEUED, 0), Work::noop());
+        v.publish(QUEUED, 0, Work::noop());
         slot.transition(0, |_| true, |w| w.with_state(RUNNING));
     }
 
@@ -374,7 +384,7 @@ mod tests {
             s.spawn(|| assert!(claim(&mine, &slot, 0).is_none(), "not the owner"));
         });
         let v = claim(&mine, &slot, 0).unwrap();
-        v.publish(Word::occupied(0, QUEUED, 0), Work::noop());
+        v.publish(QUEUED, 0, Work::noop());
         assert!(claim(&mine, &slot, 0).is_none(), "occupied");
         mine.detach(me);
     }

@@ -64,7 +64,9 @@ impl Shard {
         let file = |rec| {
             let (i, generation) = ring::split(rec);
             // Most records of a busy shard were cancelled already: skip them without a call.
-            let w = self.slots.get(i).word();
+            // (The acquire load of the ring's tail made the publication of each word of the
+            // batch visible; `stamp` reads the word again, ordered.)
+            let w = self.slots.get(i).peek_word();
             if w.is(generation, QUEUED) {
                 unstamped += usize::from(!w.has(STAMPED));
                 self.stamp(locked, rec, &stamping, due);
