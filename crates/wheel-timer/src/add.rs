@@ -82,7 +82,8 @@ pub(crate) fn add(core: &Arc<Core>, task: Task) -> Result<TimerHandle, AddError>
         Work::Every(r) => r.period < core.tick_ns,
         _ => false,
     };
-    if !core.lifecycle.is_open() {
+    // Refused early if shutdown is seen to have begun; the ordered look is step 3.
+    if !core.lifecycle.looks_open() {
         crate::trace::refused("shut down");
         return Err(AddError::Shutdown(task));
     }

@@ -2,7 +2,10 @@
 //! are refused, running periodic tasks go back to the caller of `shutdown`), closed (shutdown
 //! has returned).
 
-use crate::loom::atomic::{AtomicU8, Ordering::SeqCst};
+use crate::loom::atomic::{
+    AtomicU8,
+    Ordering::{Relaxed, SeqCst},
+};
 
 const OPEN: u8 = 0;
 const CLOSING: u8 = 1;
@@ -21,6 +24,13 @@ impl Lifecycle {
     #[inline]
     pub(crate) fn is_open(&self) -> bool {
         self.0.load(SeqCst) == OPEN
+    }
+
+    /// `is_open` without ordering, for an early refusal that an ordered look later backs (an
+    /// add reads the lifecycle again after it published its slot).
+    #[inline]
+    pub(crate) fn looks_open(&self) -> bool {
+        self.0.load(Relaxed) == OPEN
     }
 
     /// Moves open -> closing; true for the one caller that did it.
