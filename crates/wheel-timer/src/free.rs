@@ -10,14 +10,16 @@
 //! the level below), so the lowest is three `trailing_zeros` away. Touched only by the shard's
 //! owner thread (inside `Mine::with_free`): plain memory, no atomics.
 //!
-//! One slot bypasses the set: a slot the owner frees while none is kept aside, and which is
-//! lower than every slot in the set, is kept aside (`hot`) and handed out next, without a search.
-//! That is the common case of a thread that adds and cancels its own timers (W6's pair: the slot
-//! it frees is the one it just took, the lowest): it costs what a stack did, however many free
-//! slots a past burst left in the set. (When only an empty set let a slot aside, 3M free slots
-//! left by a dropped timer made that pair 27 ns instead of 18: a search per add.) A slot freed
-//! above the set's lowest goes into the set, so the order stays lowest first: a thread that
-//! cancels its tasks at random still packs them at the low end as they turn over.
+//! One slot bypasses the set: a slot the owner frees while none is kept aside, into an empty set
+//! or below `floor` (a lower bound of the set: its lowest when last known, else below it), is
+//! kept aside (`hot`) and handed out next, without a search. That is the common case of a thread
+//! that adds and cancels its own timers (W6's pair: the slot it frees is the one it just took,
+//! the lowest): it costs what a stack did, however many free slots a past burst left in the set.
+//! (When only an empty set let a slot aside, 3M free slots left by a dropped timer made that
+//! pair 27 ns instead of 18: a search per add.) Any other freed slot goes into the set, so the
+//! order stays lowest first, bent by at most the one slot aside (below the whole set when it
+//! went aside; a slot freed after it may be lower): a thread that cancels its tasks at random
+//! still packs them at the low end as they turn over.
 
 /// Bits per word at each level.
 const BITS: usize = 64;
@@ -25,7 +27,8 @@ const BITS: usize = 64;
 /// Slots vacated and listed, waiting for the owner's next allocation. Touched by the owner only.
 #[derive(Debug, Default)]
 pub(crate) struct FreeSet {
-    /// A slot freed while none was kept aside, below every slot in `levels`: handed out first.
+    /// A slot freed while none was kept aside, below `floor` (so below every slot in `levels`
+    /// then) or into an empty set: handed out first.
     hot: Option<u32>,
     /// `levels[0]`: a bit per slot; `levels[1]`: a bit per non-zero word of `levels[0]`;
     /// `levels[2]`: a bit per non-zero word of `levels[1]`.
@@ -298,5 +301,74 @@ mod tests {
             aside_over_a_set > 100,
             "{aside_over_a_set} slots kept aside over a set"
         );
+    }
+
+    /// Every operation against a model (a `BTreeSet` and the slot aside), over ranges from 2 to
+    /// 300k slots: the same pops and peeks, the slot aside never also in the set, and `floor`
+    /// never above the set's lowest. (From the review of 2026-11-28; setting `floor` one higher
+    /// in `pop` makes it fail.)
+    #[test]
+    fn every_operation_matches_a_model() {
+        use std::collections::BTreeSet;
+        for (seed, range) in [(1u64, 8u64), (2, 70), (3, 5000), (4, 300_000), (5, 2)] {
+            let mut set = FreeSet::default();
+            let mut model: BTreeSet<u32> = BTreeSet::new();
+            let mut aside: Option<u32> = None;
+            let mut x = 0x9E37_79B9_7F4A_7C15_u64 ^ seed;
+            for step in 0..300_000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let i = ((x >> 8) % range) as u32;
+                match x % 10 {
+                    0..=3 => {
+                        if aside == Some(i) || model.contains(&i) {
+                            let before = set.len();
+                            set.insert(i);
+                            assert_eq!(set.len(), before, "a second insert counted at {step}");
+                        } else {
+                            let was_aside = aside.is_some();
+                            set.insert(i);
+                            if set.hot.is_some() && !was_aside {
+                                assert!(model.first().is_none_or(|&low| i < low));
+                                aside = Some(i);
+                            } else {
+                                model.insert(i);
+                            }
+                        }
+                    }
+                    4 => {
+                        // A refill: only with nothing aside and the set empty.
+                        if aside.is_none() && model.is_empty() {
+                            for k in 0..(x >> 40) % 5 {
+                                let j = ((x >> (k * 7)) % range) as u32;
+                                set.insert_ordered(j);
+                                model.insert(j);
+                            }
+                        } else if let Some(a) = aside {
+                            set.insert_ordered(a); // the slot aside again: nothing changes
+                        }
+                    }
+                    5 => assert_eq!(set.take_hot(), aside.take()),
+                    6 => assert_eq!(
+                        set.peek(),
+                        aside.or_else(|| model.first().copied()),
+                        "peek at {step}"
+                    ),
+                    _ => {
+                        let want = aside.take().or_else(|| model.pop_first());
+                        assert_eq!(set.pop(), want, "pop at {step}");
+                    }
+                }
+                assert_eq!(set.hot, aside);
+                assert_eq!(set.len, model.len());
+                if let Some(a) = aside {
+                    assert!(!model.contains(&a), "{a} aside and in the set");
+                }
+                if let Some(&low) = model.first() {
+                    assert!(set.floor <= low as usize, "floor {} above {low}", set.floor);
+                }
+            }
+        }
     }
 }

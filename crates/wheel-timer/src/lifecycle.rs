@@ -11,9 +11,11 @@ const OPEN: u8 = 0;
 const CLOSING: u8 = 1;
 const CLOSED: u8 = 2;
 
-/// Read with sequentially consistent loads: an add publishes its slot and then reads the
-/// lifecycle; shutdown moves the lifecycle and then scans the slots, so one of them sees the
-/// other (see `add.rs`).
+/// Read with sequentially consistent loads ([`is_open`](Self::is_open)) wherever the answer
+/// matters: an add publishes its slot and then reads the lifecycle; shutdown moves the lifecycle
+/// and then scans the slots, so one of them sees the other (see `add.rs`). Only an early
+/// refusal, which such a read backs later, reads it unordered
+/// ([`looks_open`](Self::looks_open)).
 pub(crate) struct Lifecycle(AtomicU8);
 
 impl Lifecycle {
