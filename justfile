@@ -31,9 +31,11 @@ bench-quick:
 criterion:
     cargo bench -p wheel-benches
 
-# Model checking with loom, deeper than CI: at most 4 preemptions per interleaving (long).
-loom:
-    RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=4 cargo test --release -p tickwheel --test loom
+# Model checking with loom, deeper than CI: at most 4 preemptions per interleaving (hours per
+# model for the longest). Each model runs in its own process and keeps a checkpoint, so running
+# it again after a stop goes on where it was (scripts/loom-full says how).
+loom preemptions="4":
+    scripts/loom-full {{preemptions}}
 
 # The same with at most 3 preemptions per interleaving, as CI runs it (about 34 minutes on 2 cores).
 loom-bounded:
