@@ -37,7 +37,7 @@ criterion:
 loom preemptions="4":
     scripts/loom-full {{preemptions}}
 
-# The same with at most 3 preemptions per interleaving, as CI runs it (about 34 minutes on 2 cores).
+# The same with at most 3 preemptions per interleaving, as CI runs it (about 27 minutes on 2 cores).
 loom-bounded:
     RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test --release -p tickwheel --test loom
 
