@@ -99,7 +99,8 @@ impl TimerBuilder {
     /// thread than this. Re-arming a periodic task is never refused, and neither is a future
     /// ([`Timer::sleep`] and the others), which counts as a task. Tasks handed to the executor
     /// and not finished count too (though not in [`Timer::pending`]): the bound covers
-    /// everything the timer holds that has not run, so a stalled pool cannot pile up work.
+    /// everything the timer holds that has not run, so a stalled pool cannot pile up work. (So
+    /// does one cancelled on its way there, until the executor runs or drops its job.)
     ///
     /// [`AddError::Full`]: crate::AddError::Full
     pub fn max_pending(mut self, max: usize) -> Self {
@@ -137,8 +138,8 @@ impl TimerBuilder {
         self
     }
 
-    /// Called with the message of every task that panics (after it is counted). A hook that
-    /// panics is caught too.
+    /// Called with the message of every task that panics, or whose closure panics when the timer
+    /// drops it (after it is counted). A hook that panics is caught too.
     pub fn on_panic(mut self, f: impl Fn(&str) + Send + Sync + 'static) -> Self {
         self.on_panic = Some(Arc::new(f));
         self

@@ -130,7 +130,10 @@ impl TimerHandle {
     /// wait (the run may be the caller itself, or a task cancelling the caller at the same
     /// moment); and do not call it while holding a lock that the task's closure takes. The
     /// closure is dropped before this returns, except for a periodic task caught mid-run: its
-    /// job drops it when that run ends.
+    /// job drops it when that run ends. The drop comes after the cancel took effect and was
+    /// counted, so if the closure's `Drop` panics, that panic reaches the caller (as a panic in
+    /// any drop of its value would) and the timer is left as if the cancel had returned `true`;
+    /// a drop by the job is caught and counted like a panicking run.
     ///
     /// ```
     /// use std::time::Duration;

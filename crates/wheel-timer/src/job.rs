@@ -251,6 +251,7 @@ impl Periodic<'_> {
             // is finished.
             None => {
                 finish(self.shard, self.fire, run, DONE);
+                core.panics.drop_task(repeat);
             }
             Some(next) => self.rearm(run, next, Work::Every(repeat)),
         }
@@ -265,7 +266,7 @@ impl Periodic<'_> {
             Err(Rearm::Stopped(run, work)) => {
                 // Cancelled while it ran: no further runs. Dropped outside every lock.
                 finish(self.shard, self.fire, run, CANCELLED);
-                drop(work);
+                core.panics.drop_task(work);
             }
             Err(Rearm::Closing(run, work)) => self.hand_back(run, next, work),
         }
@@ -274,11 +275,12 @@ impl Periodic<'_> {
     /// Shutdown has begun: the task goes back to its caller, unless a cancel won (then it is
     /// cancelled) or that call already returned (then it ends here, done).
     fn hand_back(self, run: Run<'_>, next: u64, work: Work) {
+        let panics = &self.core.panics;
         let mut late = self.core.late.lock();
         let Some(list) = late.as_mut() else {
             drop(late);
             finish(self.shard, self.fire, run, DONE);
-            return drop(work);
+            return panics.drop_task(work);
         };
         // Read while the job still owns the task: `finish` frees the slot if no handle is left,
         // and the owner's next add may take it and write its own route there at once.
@@ -286,7 +288,7 @@ impl Periodic<'_> {
         // Under the list's lock, so shutdown cannot take the list between the two steps.
         if finish(self.shard, self.fire, run, RETURNED).has(STOP) {
             drop(late);
-            return drop(work); // the cancel won: CANCELLED
+            return panics.drop_task(work); // the cancel won: CANCELLED
         }
         list.push(Returned {
             deadline: next,

@@ -1,5 +1,6 @@
-//! The one place a task's panic is handled: caught where the task runs, its message kept, its
-//! payload dropped safely, counted, and passed to the user's hook.
+//! The one place a task's panic is handled: caught where the task runs (or where the timer drops
+//! its closure), its message kept, its payload dropped safely, counted, and passed to the user's
+//! hook.
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -60,6 +61,15 @@ impl Panics {
                 false
             }
         }
+    }
+
+    /// Drops a task's closure (or a waker) where the timer itself lets go of it: at the end of a
+    /// repeating task, in a job, at shutdown. Its `Drop` is the user's code, so a panic there is
+    /// handled like a panicking run, and the timer's own bookkeeping, done before, stands. (A
+    /// `cancel` drops the closure on the caller's thread instead, after its bookkeeping, and lets
+    /// such a panic reach the caller: see `TimerHandle::cancel`.)
+    pub(crate) fn drop_task<T>(&self, task: T) {
+        self.run(move || drop(task));
     }
 
     /// Counts and reports a panic caught elsewhere (an executor that panicked on submit).

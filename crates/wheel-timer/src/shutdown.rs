@@ -32,7 +32,8 @@ impl ShutdownOptions {
     /// due by the shutdown's clock reading) instead of handing them back: on the calling thread,
     /// earliest first, after the running tasks ended (or the limit passed), with adds already
     /// refused. A due repeating task runs once (a `Skip` one only if it is less than a period
-    /// late) and comes back with its next deadline. Their
+    /// plus a tick late, as [`MisfirePolicy::Skip`](crate::MisfirePolicy::Skip) runs) and comes
+    /// back with its next deadline. Their
     /// handles say [`TaskState::Returned`](crate::TaskState::Returned); the runs count in
     /// `Stats::fired`, not `Stats::returned`.
     pub fn run_due(mut self, run: bool) -> Self {
@@ -59,7 +60,7 @@ pub struct ShutdownReport {
     /// [`remaining`](Task::remaining) time and [`key`](Task::key).
     pub tasks: Vec<Task>,
     /// Due tasks run on the calling thread ([`ShutdownOptions::run_due`]); a `Skip` task a period
-    /// or more late is skipped instead (and counted in `Stats::skipped`).
+    /// plus a tick or more late is skipped instead (and counted in `Stats::skipped`).
     pub ran_due: usize,
     /// Tasks still running when the wait limit passed ([`ShutdownOptions::wait_at_most`]).
     pub still_running: u64,
@@ -172,6 +173,7 @@ impl Core {
                     let mut cx = self.context(r.deadline, late, *runs, key.as_deref());
                     self.panics.run(|| f.get_mut()(&mut cx));
                     if cx.is_stopped() {
+                        self.panics.drop_task(repeat);
                         return (true, None);
                     }
                 }
@@ -181,13 +183,17 @@ impl Core {
                     Cadence::Delay => (now.checked_add(period), 0),
                 };
                 self.skipped.fetch_add(skipped, Relaxed);
-                let again = next.map(|deadline| Returned {
+                let Some(deadline) = next else {
+                    self.panics.drop_task(repeat); // past the end of time: it ends here
+                    return (!skip, None);
+                };
+                let again = Returned {
                     deadline,
                     work: Work::Every(repeat),
                     elapsed: false,
                     route: r.route,
-                });
-                (!skip, again)
+                };
+                (!skip, Some(again))
             }
             Work::Wake(..) => unreachable!("futures are woken, not run, by shutdown"),
         }

@@ -142,15 +142,18 @@ impl Slot {
     }
 
     /// As [`take`](Self::take), but drops the task where it lies instead of moving it out (a
-    /// cancel: no lock is held, and the closure is dropped before this returns). A `PLAIN` task
-    /// is overwritten instead: dropping its closure's box frees nothing but reads the box's
-    /// vtable, which the add has just written (W6's add + cancel pair, pinned: 18.9 -> 18.1 ns).
+    /// cancel: no lock is held, and the closure is dropped before this returns). `counted` runs
+    /// first, once the task is this thread's: the closure's `Drop` is the user's code and may
+    /// panic, and the caller's bookkeeping must stand if it does. A `PLAIN` task is overwritten
+    /// instead: dropping its closure's box frees nothing but reads the box's vtable, which the
+    /// add has just written (W6's add + cancel pair, pinned: 18.9 -> 18.1 ns).
     #[inline]
     pub(crate) fn discard(
         &self,
         generation: u32,
         from: impl Fn(Word) -> bool,
         to: impl Fn(Word) -> Word,
+        counted: impl FnOnce(),
     ) -> Option<Word> {
         let old = self.exchange(generation, from, |w| {
             let next = to(w);
@@ -160,6 +163,7 @@ impl Slot {
             );
             next
         })?;
+        counted();
         // SAFETY: as in `take`: the exchange made this thread the cell's owner. A `PLAIN` task
         // has nothing to drop (see `word.rs`), so overwriting it drops all there is.
         self.task.with_mut(|cell| unsafe {

@@ -17,7 +17,8 @@ pub struct Stats {
     pub cancelled: u64,
     /// Adds refused by `max_pending`.
     pub rejected: u64,
-    /// Runs that panicked (caught; the pool lives on).
+    /// Runs that panicked (caught; the pool lives on), and drops of a closure by the timer (at
+    /// the end of a repeating task, at shutdown) that panicked.
     pub panicked: u64,
     /// Tasks handed back by `shutdown`.
     pub returned: u64,

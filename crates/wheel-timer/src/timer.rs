@@ -365,7 +365,12 @@ impl Drop for Timer {
                 let tasks = report.tasks;
                 self.core.panics.run(move || hook(tasks));
             }
-            None => drop(report),
+            // Each closure's `Drop` is the user's code: one that panics must not leave the
+            // others undropped, nor unwind out of this drop.
+            None => report
+                .tasks
+                .into_iter()
+                .for_each(|task| self.core.panics.drop_task(task)),
         }
     }
 }

@@ -11,20 +11,21 @@ use super::*;
 
 impl Shard {
     /// Stops the task in slot `i` (pinned by the caller's handle): true iff this call stopped it
-    /// from running (again). The closure is dropped before returning, outside every lock.
+    /// from running (again). The closure is dropped before returning, outside every lock, and
+    /// after the cancel is counted: a panic in its `Drop` reaches the caller, not the counts.
     #[inline(always)]
     pub(crate) fn cancel(&self, i: u32) -> bool {
         let s = self.slots.get(i);
         let generation = s.word().generation();
-        // The common case: a task not yet stamped. Its closure is dropped where it lies.
+        // The common case: a task not yet stamped.
         if s.discard(
             generation,
             |w| w.state() == QUEUED,
             |w| w.with_state(CANCELLED),
+            || self.count_cancel(true),
         )
         .is_some()
         {
-            self.count_cancel(true);
             return true;
         }
         self.cancel_slow(i, generation)
