@@ -100,7 +100,10 @@ impl TimerBuilder {
     /// ([`Timer::sleep`] and the others), which counts as a task. Tasks handed to the executor
     /// and not finished count too (though not in [`Timer::pending`]): the bound covers
     /// everything the timer holds that has not run, so a stalled pool cannot pile up work. (So
-    /// does one cancelled on its way there, until the executor runs or drops its job.)
+    /// does one cancelled on its way there, until the executor runs or drops its job.) Not
+    /// covered: a job the executor drops unrun, or refuses by panicking in `execute` (counted in
+    /// `Stats::panicked`). Its tasks stay due in the timer, run by no one, until `shutdown`
+    /// hands them back, and no longer count: an executor that keeps failing lets them pile up.
     ///
     /// [`AddError::Full`]: crate::AddError::Full
     pub fn max_pending(mut self, max: usize) -> Self {

@@ -183,7 +183,7 @@ impl Core {
 
     /// Hands the job of `fire` to `executor` (which is `pool`).
     pub(crate) fn send(self: &Arc<Self>, fire: Fire, executor: &Arc<dyn Executor>, pool: Pool) {
-        Queued::new(self, 1).send(fire, executor, pool);
+        Queued::new(self, 1).send(self, fire, executor, pool);
     }
 
     /// Hands `job`, which runs or hands on `tasks` tasks, to `executor`. They count in the
@@ -197,7 +197,7 @@ impl Core {
         tasks: u64,
         job: impl FnOnce(&mut Queued) + Send + 'static,
     ) {
-        Queued::new(self, tasks).submit(executor, job);
+        Queued::new(self, tasks).submit(self, executor, job);
     }
 
     /// The context of a run due at clock time `scheduled`, started `late` ns after it.

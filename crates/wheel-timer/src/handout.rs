@@ -92,7 +92,7 @@ impl Core {
                 crate::prefetch::line(registry::shard(fire.shard).slots.get(fire.slot));
             }
             for fire in fires {
-                queued.split_one().send(fire, &to, pool);
+                queued.split_one().send(queued.core(), fire, &to, pool);
             }
         });
     }

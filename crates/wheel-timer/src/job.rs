@@ -38,9 +38,10 @@ pub(crate) fn run(core: &Arc<Core>, fire: Fire, pool: Pool) {
     } else {
         DEFAULT_ROUTE
     };
-    if pool == Pool::Main && isolating {
+    if pool == Pool::Main && isolating && fire.route != WAKE_HERE {
         // Its class was isolated (or began to overstay) after the tick thread sent it here: it
-        // goes to the slow pool unclaimed, instead of blocking this one.
+        // goes to the slow pool unclaimed, instead of blocking this one. (Not a future's
+        // wake-up: the tick thread does that itself, and it belongs to no class.)
         let (slow, to) = core.routes.pick(route, || core.clock.now(), &core.executor);
         if to == Pool::Slow {
             return core.send(fire, slow, to);

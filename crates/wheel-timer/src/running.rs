@@ -49,21 +49,28 @@ impl Queued {
         Queued(self.0.clone(), 1)
     }
 
-    /// Hands the job of `fire` (counted by this) to `executor` (which is `pool`).
-    pub(crate) fn send(self, fire: Fire, executor: &Arc<dyn Executor>, pool: Pool) {
+    /// Hands the job of `fire` (counted by this) to `executor` (which is `pool`), for `core`
+    /// (this job's timer).
+    pub(crate) fn send(self, core: &Core, fire: Fire, executor: &Arc<dyn Executor>, pool: Pool) {
         let _span = crate::trace::handoff(fire.shard, fire.slot, pool);
-        self.submit(executor, move |queued| {
+        self.submit(core, executor, move |queued| {
             crate::job::run(queued.core(), fire, pool)
         });
     }
 
-    /// Hands `job` to `executor`, the count travelling with it (see [`Core::send_job`]).
+    /// Hands `job` to `executor`, the count travelling with it (see [`Core::send_job`]). An
+    /// `execute` that panics is the user's code: counted and reported like a panicking task
+    /// (`core` is this job's timer, passed in because the job has taken this count's handle).
     pub(crate) fn submit(
         mut self,
+        core: &Core,
         executor: &Arc<dyn Executor>,
         job: impl FnOnce(&mut Queued) + Send + 'static,
     ) {
-        let _ = crate::panic::catch(|| executor.execute(Box::new(move || job(&mut self))));
+        let sent = crate::panic::catch(|| executor.execute(Box::new(move || job(&mut self))));
+        if let Err(message) = sent {
+            core.panics.report(message);
+        }
     }
 }
 

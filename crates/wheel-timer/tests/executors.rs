@@ -486,3 +486,95 @@ fn the_same_slow_run_on_the_timers_pool_isolates_its_class() {
     assert_eq!(stats.isolated_classes, ["report"]);
     assert_eq!(stats.isolations, 1);
 }
+
+/// Records the name of each thread that wakes it.
+#[derive(Default)]
+struct WokenOn(Mutex<Vec<String>>);
+
+impl std::task::Wake for WokenOn {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.lock().unwrap().push(thread_name());
+    }
+}
+
+/// A future's wake-up is the tick thread's own work, of no class: it is not sent to the slow
+/// pool when the default class is isolated (review of 2026-11-28: it was, behind the slow runs).
+#[test]
+fn a_future_is_woken_by_the_tick_thread_while_the_default_class_is_isolated() {
+    use std::future::Future;
+    let clock = ManualClock::new();
+    let timer = Timer::builder()
+        .name("wk")
+        .clock(clock.clone())
+        .threads(1)
+        .isolation(Isolation::new().threshold(THRESHOLD).strikes(1))
+        .build()
+        .unwrap();
+    let c = clock.clone();
+    timer
+        .add_or_submit(Task::after(MS, move || c.advance(Duration::from_secs(1))))
+        .unwrap();
+    clock.advance(MS);
+    timer.wait_idle();
+    assert!(
+        !timer.stats().isolated_classes.is_empty(),
+        "the default class is isolated"
+    );
+
+    let woken = Arc::new(WokenOn::default());
+    let waker = std::task::Waker::from(woken.clone());
+    let mut sleep = timer.sleep(MS);
+    let mut cx = std::task::Context::from_waker(&waker);
+    assert!(std::pin::Pin::new(&mut sleep).poll(&mut cx).is_pending());
+    clock.advance(MS); // returns once the tick thread handed out (here: woke) what is due
+    let woken = woken.0.lock().unwrap().clone();
+    assert_eq!(
+        woken.len(),
+        1,
+        "woken once, before advance returned: {woken:?}"
+    );
+    assert!(!woken[0].contains("slow"), "woken on {:?}", woken[0]);
+    assert!(std::pin::Pin::new(&mut sleep).poll(&mut cx).is_ready());
+}
+
+/// Panics in every `execute`.
+struct Refusing;
+
+impl Executor for Refusing {
+    fn execute(&self, _job: Job) {
+        std::panic::panic_any(support::Boom);
+    }
+}
+
+/// An executor whose `execute` panics: each panic is counted and reported like a task's, and
+/// the tasks stay due in the timer (run by no one, not counted by `pending`) until `shutdown`
+/// hands them back.
+#[test]
+fn an_executor_that_panics_is_counted_and_loses_nothing() {
+    support::silence_boom();
+    let clock = ManualClock::new();
+    let reported = Arc::new(AtomicUsize::new(0));
+    let r = reported.clone();
+    let timer = Timer::builder()
+        .clock(clock.clone())
+        .executor(Arc::new(Refusing))
+        .on_panic(move |_| {
+            r.fetch_add(1, SeqCst);
+        })
+        .build()
+        .unwrap();
+    let handles: Vec<_> = (0..3)
+        .map(|_| timer.add_or_submit(Task::after(MS, || {})).unwrap())
+        .collect();
+    clock.advance(MS);
+    let stats = timer.stats();
+    assert!(stats.panicked >= 1, "{stats:?}");
+    assert_eq!(reported.load(SeqCst) as u64, stats.panicked);
+    assert!(stats.last_panic.is_some());
+    assert_eq!(timer.pending(), 0);
+    assert!(handles.iter().all(|h| !h.is_done()));
+    assert_eq!(timer.shutdown().len(), 3);
+}
