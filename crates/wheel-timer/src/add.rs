@@ -76,7 +76,7 @@ impl Plan {
 /// stores have reached the cache. (The loop's time did not move measurably: the stall mostly
 /// overlapped other work.)
 #[inline(always)]
-pub(crate) fn add(core: &Arc<Core>, task: Task) -> Result<TimerHandle, AddError> {
+pub(crate) fn add(core: &Arc<Core>, mut task: Task) -> Result<TimerHandle, AddError> {
     let rounded = match &task.work {
         Work::Every(r) if r.period == 0 => return Err(AddError::ZeroPeriod(task)),
         Work::Every(r) => r.period < core.tick_ns,
@@ -89,7 +89,10 @@ pub(crate) fn add(core: &Arc<Core>, task: Task) -> Result<TimerHandle, AddError>
     }
     let lease = local::lease(core);
     let shard = lease.shard();
-    let plan = plan(shard, core, &task.when);
+    let plan = plan(shard, core, &task.when, &task.work);
+    if let Plan::Due { meant: 0 } = plan {
+        mark_if_stale(core, &mut task); // (due at the clock's beginning: it may be meant before)
+    }
     let waiting = !matches!(plan, Plan::Due { .. });
     let admitted = match core.max_pending {
         // A future cannot be handed back: it is never refused, but it counts as pending, so it
@@ -120,7 +123,7 @@ pub(crate) fn add(core: &Arc<Core>, task: Task) -> Result<TimerHandle, AddError>
         Work::Wake(..) => flags | WAKE,
         Work::Once {
             plain: true,
-            key: None,
+            label: None,
             ..
         } => flags | PLAIN,
         Work::Once { .. } => flags,
@@ -207,7 +210,7 @@ fn file_now(shard: &Shard, core: &Arc<Core>, i: u32, generation: u32, plan: Plan
 
 /// When the task of `when` is due, reading the clock only if it must (see the module docs).
 #[inline(always)]
-fn plan(shard: &Shard, core: &Core, when: &When) -> Plan {
+fn plan(shard: &Shard, core: &Core, when: &When, work: &Work) -> Plan {
     match *when {
         When::After(delay) => {
             if delay >= core.short_ns && !core.exact {
@@ -227,9 +230,24 @@ fn plan(shard: &Shard, core: &Core, when: &When) -> Plan {
                 }
             }
         }
-        When::At(at) => stamped(shard, core, core.ns_of(at)),
-        When::Returned(ref r) => stamped(shard, core, core.ns_of(r.0)),
+        When::At(at) => stamped(shard, core, core.ns_at(at, || work.grid())),
+        When::Returned(ref r) => stamped(shard, core, core.ns_at(r.0, || work.grid())),
         When::Clock(deadline) => stamped(shard, core, deadline),
+    }
+}
+
+/// Marks a task due at once for an instant before the clock began as meant for that instant
+/// (see [`Label::stale`](crate::task::Label::stale)); a fixed-rate task's grid instead starts at
+/// its first point at or after the beginning (see [`Core::ns_at`]).
+#[cold]
+fn mark_if_stale(core: &Core, task: &mut Task) {
+    let at = match task.when {
+        When::At(at) => at,
+        When::Returned(ref r) => r.0,
+        When::After(_) | When::Clock(_) => return,
+    };
+    if at < core.origin && task.work.grid().is_none() {
+        task.work.mark_stale(at);
     }
 }
 

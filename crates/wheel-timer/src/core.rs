@@ -20,6 +20,7 @@ use crate::route::{Pool, Routes};
 use crate::running::{Queued, Running};
 use crate::shard::{Fire, Returned, Shard, WAKE_HERE};
 use crate::stats::Histogram;
+use crate::task::{Labels, key_of};
 
 /// Ids of timers, so a thread's cache can tell them apart (a plain `std` atomic: ids are not part
 /// of any modelled protocol).
@@ -125,6 +126,21 @@ impl Core {
         ns_since(self.origin, at)
     }
 
+    /// Clock nanoseconds a task (or a tick) asked for at `at` is due at. An instant before the
+    /// clock began is due at that beginning (at once), or, for a fixed-rate grid anchored at `at`
+    /// (`grid`: its period, ns), at the grid's first point at or after the beginning: the points
+    /// before it precede the timer and are not run.
+    #[inline]
+    pub(crate) fn ns_at(&self, at: Instant, grid: impl FnOnce() -> Option<u64>) -> u64 {
+        match at.checked_duration_since(self.origin) {
+            Some(since) => duration_to_ns(since),
+            None => match grid() {
+                None => 0,
+                Some(period) => first_on_grid(self.origin - at, period.max(self.tick_ns)),
+            },
+        }
+    }
+
     /// Every shard of this timer (a snapshot: a thread's first add may register another).
     pub(crate) fn shards(&self) -> Vec<ShardRef> {
         self.shards
@@ -200,16 +216,25 @@ impl Core {
         Queued::new(self, tasks).submit(self, executor, job);
     }
 
-    /// The context of a run due at clock time `scheduled`, started `late` ns after it.
-    pub(crate) fn context<'a>(
+    /// Starts a run meant for clock time `meant`, or, if `label` holds a stale instant (one
+    /// before the clock began), for that instant, which this takes: counts the run with its
+    /// lateness to clock time `started`, and returns its context.
+    pub(crate) fn start_run<'a>(
         self: &'a Arc<Self>,
-        scheduled: u64,
-        late: u64,
+        meant: u64,
+        started: u64,
         run: u64,
-        key: Option<&'a String>,
+        label: &'a mut Labels,
     ) -> TaskContext<'a> {
-        let scheduled = self.instant_of(scheduled);
-        TaskContext::new(Some(self), scheduled, Duration::from_nanos(late), run, key)
+        let stale = label.as_mut().and_then(|l| l.stale.take());
+        let (scheduled, late) = match stale {
+            None => (self.instant_of(meant), started.saturating_sub(meant)),
+            // Late by the time from `at` to the clock's beginning, and on to the start.
+            Some(at) => (at, ns_since(at, self.origin).saturating_add(started)),
+        };
+        self.count_run(late);
+        let late = Duration::from_nanos(late);
+        TaskContext::new(Some(self), scheduled, late, run, key_of(label))
     }
 
     /// Records the start of a run `late` nanoseconds after the instant the user meant.
@@ -250,6 +275,19 @@ pub(crate) fn instant_at(origin: Instant, ns: u64) -> Instant {
         }
     }
     origin + fits
+}
+
+/// The first point at or after clock time 0 of a grid of `period` ns anchored `before` ahead of
+/// clock time 0: less than a period in, or `u64::MAX` (never) for a grid with no point within
+/// the clock's range, which a period of `u64::MAX` (a saturated one: about 584 years or more)
+/// is taken to have. In u128 from the exact durations: no overflow, no rounding.
+pub(crate) fn first_on_grid(before: Duration, period: u64) -> u64 {
+    if period == u64::MAX {
+        return u64::MAX;
+    }
+    let (before, period) = (before.as_nanos(), u128::from(period.max(1)));
+    let first = before.div_ceil(period) * period - before;
+    u64::try_from(first).unwrap_or(u64::MAX)
 }
 
 /// Clock nanoseconds of `at` on a clock whose time 0 is `origin` (0 for instants before it,

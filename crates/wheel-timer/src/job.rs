@@ -68,9 +68,8 @@ pub(crate) fn run(core: &Arc<Core>, fire: Fire, pool: Pool) {
         r.class.begin(started);
     }
     match work {
-        Work::Once { f, key, .. } => {
-            core.count_run(late);
-            let mut cx = core.context(fire.meant, late, 1, key.as_deref());
+        Work::Once { f, mut label, .. } => {
+            let mut cx = core.start_run(fire.meant, started, 1, &mut label);
             core.panics.run(|| f.into_inner()(&mut cx));
             if core.routes.isolation.is_some() {
                 record_run(core, fire, pool, started, core.clock.now(), None);
@@ -194,6 +193,7 @@ impl Periodic<'_> {
         let mut meant = self.fire.meant;
         let next = loop {
             let mut stopped = false;
+            let started = meant.saturating_add(late);
             // Rounding to the tick makes every run up to a tick late: not a misfire.
             if repeat.cadence == Cadence::Rate(MisfirePolicy::Skip)
                 && late >= period.saturating_add(core.tick_ns)
@@ -201,10 +201,9 @@ impl Periodic<'_> {
                 core.skipped.fetch_add(1, Relaxed);
                 crate::trace::skipped(1);
             } else {
-                core.count_run(late);
                 repeat.runs += 1;
-                let Repeat { f, runs, key, .. } = &mut *repeat;
-                let mut cx = core.context(meant, late, *runs, key.as_deref());
+                let Repeat { f, runs, label, .. } = &mut *repeat;
+                let mut cx = core.start_run(meant, started, *runs, label);
                 core.panics.run(|| f.get_mut()(&mut cx));
                 stopped = cx.is_stopped();
             }
@@ -213,7 +212,6 @@ impl Periodic<'_> {
             }
             turn += 1;
             let now = core.clock.now();
-            let started = meant.saturating_add(late);
             record_run(
                 core,
                 self.fire,
@@ -318,8 +316,12 @@ pub(crate) fn next_run(
     let behind = (now - scheduled) / period;
     let skip = match policy {
         MisfirePolicy::CatchUp => behind.saturating_sub(MAX_CATCH_UP),
-        // Fell behind by a period or more: the next grid point after now.
-        MisfirePolicy::RunOnce | MisfirePolicy::Skip => behind,
+        // Fell behind by a period or more: the next grid point after now, the one due now
+        // being among the missed ones that this late run stands for.
+        MisfirePolicy::RunOnce => behind,
+        // The same, except that a point due right now is on time: it runs next.
+        MisfirePolicy::Skip if (now - scheduled).is_multiple_of(period) => behind - 1,
+        MisfirePolicy::Skip => behind,
     };
     let next = skip
         .checked_add(1)
@@ -341,6 +343,11 @@ mod tests {
             (100, 10, 110, RunOnce, Some(120), 1),
             (100, 10, 135, RunOnce, Some(140), 3),
             (100, 10, 135, Skip, Some(140), 3),
+            // Exactly on the grid: RunOnce's late run stands for the point due now; Skip runs
+            // it (on time) next (issue 43).
+            (10, 10, 20, RunOnce, Some(30), 1),
+            (10, 10, 20, Skip, Some(20), 0),
+            (10, 10, 40, Skip, Some(40), 2),
             (100, 10, 135, CatchUp, Some(110), 0),
             // 5000 runs behind: CatchUp keeps the last MAX_CATCH_UP of them.
             (0, 10, 50_000, CatchUp, Some(40_010), 4_000),

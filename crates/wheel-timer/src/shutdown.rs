@@ -131,8 +131,11 @@ impl Core {
         let tasks = back
             .into_iter()
             .map(|r| Task {
+                // A run due at once for an instant before the clock began is due at that instant.
                 when: When::Returned(Box::new((
-                    self.instant_of(r.deadline),
+                    r.work
+                        .stale()
+                        .unwrap_or_else(|| self.instant_of(r.deadline)),
                     Duration::from_nanos(r.deadline.saturating_sub(now)),
                 ))),
                 work: r.work,
@@ -153,9 +156,8 @@ impl Core {
         let now = self.clock.now();
         let late = now.saturating_sub(r.deadline);
         match r.work {
-            Work::Once { f, key, .. } => {
-                self.count_run(late);
-                let mut cx = self.context(r.deadline, late, 1, key.as_deref());
+            Work::Once { f, mut label, .. } => {
+                let mut cx = self.start_run(r.deadline, now, 1, &mut label);
                 self.panics.run(|| f.into_inner()(&mut cx));
                 (true, None)
             }
@@ -167,10 +169,9 @@ impl Core {
                 if skip {
                     self.skipped.fetch_add(1, Relaxed);
                 } else {
-                    self.count_run(late);
                     repeat.runs += 1;
-                    let Repeat { f, runs, key, .. } = &mut *repeat;
-                    let mut cx = self.context(r.deadline, late, *runs, key.as_deref());
+                    let Repeat { f, runs, label, .. } = &mut *repeat;
+                    let mut cx = self.start_run(r.deadline, now, *runs, label);
                     self.panics.run(|| f.get_mut()(&mut cx));
                     if cx.is_stopped() {
                         self.panics.drop_task(repeat);

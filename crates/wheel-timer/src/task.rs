@@ -20,13 +20,17 @@ use crate::route::RouteSpec;
 /// a saturated pool). Runs are on the grid `first + k * period`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum MisfirePolicy {
-    /// Run once now for all the missed runs, then continue at the next grid point after now.
+    /// Run once now for all the missed runs, then continue at the next grid point after now. A
+    /// grid point due right now is among the missed ones: on a 10 ms grid, the run for 10 ms
+    /// started at 20 ms stands for the point at 20 ms too, and the next run is at 30 ms.
     #[default]
     RunOnce,
     /// Do not run late: a run that is a period plus a tick or more late is skipped, and the task
-    /// continues at the next grid point after now. (The tick: rounding deadlines up to the tick
-    /// makes runs up to a tick late, which is not a misfire. So on a 10 ms grid and a 1 ms tick,
-    /// a run 10 ms late still runs, and one 11 ms late does not.)
+    /// continues at the next grid point at or after now (a point due right now is on time, and
+    /// runs). (The tick: rounding deadlines up to the tick makes runs up to a tick late, which
+    /// is not a misfire. So on a 10 ms grid and a 1 ms tick, a run 10 ms late still runs, and one
+    /// 11 ms late does not: the run for 10 ms started at 20 ms runs, and so does the one for
+    /// 20 ms, right after it.)
     Skip,
     /// Run every missed run, back to back, until caught up.
     CatchUp,
@@ -58,8 +62,26 @@ pub(crate) enum Cadence {
     Delay,
 }
 
-/// A user's key for one task (see [`Task::with_key`]); thin, so a slot's cell stays 32 bytes.
-pub(crate) type Key = Option<Box<String>>;
+/// What a task may carry besides its closure and its deadline. Boxed behind one thin optional
+/// pointer, so a slot's cell stays 32 bytes and a task that carries nothing allocates nothing.
+#[derive(Debug, Default)]
+pub(crate) struct Label {
+    /// The user's key (see [`Task::with_key`]).
+    pub(crate) key: Option<String>,
+    /// The instant its next run was meant for, when the timer's clock cannot hold it: one before
+    /// the clock began (a stale [`Task::at`], a task handed back by an earlier timer). That run
+    /// is due at the clock's beginning, that is at once; its context and lateness count from this
+    /// instant. Set by the add, taken by the run.
+    pub(crate) stale: Option<Instant>,
+}
+
+/// A task's [`Label`], if it has one.
+pub(crate) type Labels = Option<Box<Label>>;
+
+/// The key in `label`.
+pub(crate) fn key_of(label: &Labels) -> Option<&String> {
+    label.as_deref()?.key.as_ref()
+}
 
 /// A one-shot task's closure. `SyncWrapper` makes a `Task` (and so `AddError`) `Sync`: nothing
 /// reaches the closure through a shared reference.
@@ -77,7 +99,7 @@ pub(crate) struct Repeat {
     pub(crate) cadence: Cadence,
     /// Runs so far (the context's run count).
     pub(crate) runs: u64,
-    pub(crate) key: Key,
+    pub(crate) label: Labels,
     /// Its record of slow runs, when it is a class of its own (no class name).
     pub(crate) class: Class,
 }
@@ -87,7 +109,7 @@ pub(crate) struct Repeat {
 pub(crate) enum Work {
     Once {
         f: OnceFn,
-        key: Key,
+        label: Labels,
         /// The closure has nothing to drop (zero-size, no drop glue): see `PLAIN` in `word.rs`.
         plain: bool,
     },
@@ -97,6 +119,47 @@ pub(crate) enum Work {
     /// in the slot's waker cell, see `future/mod.rs`); taken out to end the arming, it holds the
     /// waker taken from the cell.
     Wake(Option<Waker>),
+}
+
+impl Work {
+    /// Its label's place (a future's wake-up has none).
+    fn label_mut(&mut self) -> Option<&mut Labels> {
+        match self {
+            Work::Once { label, .. } => Some(label),
+            Work::Every(r) => Some(&mut r.label),
+            Work::Wake(..) => None,
+        }
+    }
+
+    fn label(&self) -> Option<&Label> {
+        match self {
+            Work::Once { label, .. } => label.as_deref(),
+            Work::Every(r) => r.label.as_deref(),
+            Work::Wake(..) => None,
+        }
+    }
+
+    /// The spacing of its fixed-rate grid (ns, as asked for), if it is a fixed-rate task.
+    pub(crate) fn grid(&self) -> Option<u64> {
+        match self {
+            Work::Every(r) if matches!(r.cadence, Cadence::Rate(_)) => Some(r.period),
+            _ => None,
+        }
+    }
+
+    /// The instant its next run was meant for, if that is before the timer's clock began (see
+    /// [`Label::stale`]).
+    pub(crate) fn stale(&self) -> Option<Instant> {
+        self.label()?.stale
+    }
+
+    /// Marks its next run as meant for `at`, an instant before the timer's clock began.
+    #[cold]
+    pub(crate) fn mark_stale(&mut self, at: Instant) {
+        if let Some(label) = self.label_mut() {
+            label.get_or_insert_default().stale = Some(at);
+        }
+    }
 }
 
 /// A task for [`Timer::add_or_submit`](crate::Timer::add_or_submit): a closure and when to run it.
@@ -135,7 +198,9 @@ impl Task {
         Task::once(When::After(duration_to_ns(delay)), f)
     }
 
-    /// Runs `f` once at `deadline`; a deadline already passed runs at once.
+    /// Runs `f` once at `deadline`; a deadline already passed runs at once, its lateness counted
+    /// from `deadline` (also for an instant before the timer's clock began: its
+    /// [`TaskContext::scheduled`] is `deadline` all the same).
     ///
     /// The instant is read on the timer's clock: on a [`ManualClock`](crate::ManualClock), take it
     /// from [`Timer::now`](crate::Timer::now) (`timer.now() + delay`), not from `Instant::now()`,
@@ -149,7 +214,7 @@ impl Task {
             when,
             work: Work::Once {
                 f: SyncWrapper::new(f.into_once()),
-                key: None,
+                label: None,
                 plain: F::PLAIN,
             },
             route: None,
@@ -188,7 +253,7 @@ impl Task {
                 period: duration_to_ns(period),
                 cadence,
                 runs: 0,
-                key: None,
+                label: None,
                 class: Class::default(),
             })),
             route: None,
@@ -203,6 +268,14 @@ impl Task {
 
     /// The first run at `start` (for a one-shot task: its only run). A fixed-rate task's grid
     /// starts there.
+    ///
+    /// A `start` that has passed is due at once, as for [`at`](Self::at), and so is one before
+    /// the timer's clock began (the instant the timer was built, or a
+    /// [`ManualClock`](crate::ManualClock)'s epoch): that run's
+    /// [`TaskContext::scheduled`] is `start` all the same. A fixed-rate grid anchored before
+    /// that beginning keeps its phase instead: its first run is the grid's first point at or
+    /// after the beginning, as for [`Timer::interval_at`](crate::Timer::interval_at) (the
+    /// points before it precede the timer and are not run).
     pub fn starting_at(mut self, start: Instant) -> Task {
         self.when = When::At(start);
         self
@@ -222,11 +295,8 @@ impl Task {
     /// task from [`Timer::shutdown`](crate::Timer::shutdown), with the task's deadline, so
     /// pending work can be persisted and added again after a restart. The timer never reads it.
     pub fn with_key(mut self, key: impl Into<String>) -> Task {
-        let key = Some(Box::new(key.into()));
-        match &mut self.work {
-            Work::Once { key: k, .. } => *k = key,
-            Work::Every(r) => r.key = key,
-            Work::Wake(..) => {}
+        if let Some(label) = self.work.label_mut() {
+            label.get_or_insert_default().key = Some(key.into());
         }
         self
     }
@@ -236,6 +306,10 @@ impl Task {
     /// on the slow pool until it behaves again, so it cannot hold up the punctual tasks. Without
     /// a name, a repeating task is a class of its own and one-shot tasks share a default class.
     /// (Not the [`key`](Self::with_key), which names one task.)
+    ///
+    /// Each distinct name is remembered by the timer for its life, with its record of slow runs:
+    /// name kinds of work (a few dozen names), not individual tasks. A name made per task (an
+    /// order id in it) grows the timer's memory with every new name.
     pub fn class(mut self, name: impl Into<Arc<str>>) -> Task {
         self.route.get_or_insert_default().class = Some(name.into());
         self
@@ -258,11 +332,7 @@ impl Task {
 
     /// The key given with [`with_key`](Self::with_key).
     pub fn key(&self) -> Option<&str> {
-        match &self.work {
-            Work::Once { key, .. } => key.as_deref().map(String::as_str),
-            Work::Every(r) => r.key.as_deref().map(String::as_str),
-            Work::Wake(..) => None,
-        }
+        self.work.label()?.key.as_deref()
     }
 
     /// The instant the task is due, if it is fixed: a task made with [`at`](Self::at) or
@@ -314,13 +384,13 @@ impl Task {
         let scheduled = self.deadline().unwrap_or_else(Instant::now);
         let late = Instant::now().saturating_duration_since(scheduled);
         match self.work {
-            Work::Once { f, key, .. } => {
-                let mut cx = TaskContext::new(None, scheduled, late, 1, key.as_deref());
+            Work::Once { f, label, .. } => {
+                let mut cx = TaskContext::new(None, scheduled, late, 1, key_of(&label));
                 f.into_inner()(&mut cx);
             }
             Work::Every(r) => {
-                let Repeat { f, runs, key, .. } = *r;
-                let mut cx = TaskContext::new(None, scheduled, late, runs + 1, key.as_deref());
+                let Repeat { f, runs, label, .. } = *r;
+                let mut cx = TaskContext::new(None, scheduled, late, runs + 1, key_of(&label));
                 f.into_inner()(&mut cx);
             }
             Work::Wake(waker) => waker.into_iter().for_each(Waker::wake),

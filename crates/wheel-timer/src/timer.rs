@@ -229,18 +229,7 @@ impl Timer {
     /// it precede the timer and are not ticked).
     pub fn interval_at(&self, start: Instant, period: Duration) -> Interval {
         let ns = tickwheel_reaper::duration_to_ns(period);
-        let first = match self.core.origin.checked_duration_since(start) {
-            Some(before) if !before.is_zero() => {
-                // The grid's first point at or after clock time 0, `before` after `start`: less
-                // than a period in, or past the end of time (`u64::MAX`: never) for a period
-                // beyond it. In u128 from the exact durations: no overflow, no rounding.
-                let before = before.as_nanos();
-                let grid = period.as_nanos().max(u128::from(self.core.tick_ns));
-                let first = before.div_ceil(grid) * grid - before;
-                u64::try_from(first).unwrap_or(u64::MAX)
-            }
-            _ => self.core.ns_of(start),
-        };
+        let first = self.core.ns_at(start, || Some(ns));
         Interval::new(&self.core, Sleep::new(&self.core, first), ns)
     }
 

@@ -552,6 +552,30 @@ fn an_interval_stream_yields_a_tick_that_came_before_shutdown() {
     assert_eq!(next(&mut every), Poll::Ready(None), "then the stream ends");
 }
 
+/// At the end of the timer's clock the stream yields its last tick and ends (issue 43: it
+/// yielded the same instant thousands of times at once and never ended).
+#[cfg(feature = "stream")]
+#[test]
+fn an_interval_stream_ends_at_the_end_of_time() {
+    use futures::Stream;
+
+    let (clock, timer) = manual();
+    let (_, waker) = counter();
+    let mut cx = Context::from_waker(&waker);
+    let mut every = timer.interval(10 * SEC);
+    let start = timer.now();
+    let mut next = |every: &mut Interval| Pin::new(every).poll_next(&mut cx);
+    assert_eq!(next(&mut every), Poll::Ready(Some(start)));
+    clock.advance(Duration::MAX);
+    assert_eq!(
+        next(&mut every),
+        Poll::Ready(Some(start + 10 * SEC)),
+        "one late tick for all"
+    );
+    assert_eq!(next(&mut every), Poll::Ready(None), "then the stream ends");
+    assert_eq!(next(&mut every), Poll::Ready(None));
+}
+
 #[test]
 fn a_sleep_stamped_in_a_batch_knows_its_deadline_however_it_ends() {
     let (hand, timer) = batched();

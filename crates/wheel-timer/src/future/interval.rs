@@ -59,6 +59,11 @@ pub struct Interval {
     period: u64,
     policy: MisfirePolicy,
     fixed_delay: bool,
+    /// The instant the next tick was meant for, when it is before the timer's clock began (a
+    /// [`reset_at`](Self::reset_at) in fixed-delay mode): that tick is due at once and reports it.
+    stale: Option<Instant>,
+    /// The last tick was taken: the next would fall past the end of the timer's clock.
+    finished: bool,
 }
 
 impl Interval {
@@ -81,55 +86,85 @@ impl Interval {
             period: Interval::grid(core, period),
             policy: MisfirePolicy::default(),
             fixed_delay: false,
+            stale: None,
+            finished: false,
         }
     }
 
     /// Completes at the next tick with the instant it was scheduled for. Cancel-safe: dropping
-    /// the returned future before it completes loses no tick.
+    /// the returned future before it completes loses no tick. Never completes once the interval
+    /// [`is_finished`](Self::is_finished).
     pub async fn tick(&mut self) -> Instant {
         poll_fn(|cx| self.poll_tick(cx)).await
     }
 
-    /// The poll behind [`tick`](Self::tick), for hand-written futures and streams.
+    /// The poll behind [`tick`](Self::tick), for hand-written futures and streams. Pending for
+    /// ever, with no waker kept, once the interval [`is_finished`](Self::is_finished).
     pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
-        self.poll_next_tick(cx).map(|(at, _)| at)
+        match self.poll_next_tick(cx) {
+            Poll::Ready(Tick::Due(at) | Tick::ShutDown(at)) => Poll::Ready(at),
+            Poll::Ready(Tick::Finished) | Poll::Pending => Poll::Pending,
+        }
     }
 
-    /// `poll_tick`, also saying whether the tick is one the deadline brought (`true`: even one
-    /// whose re-arming the timer then refused, shutting down) or one a shutdown completed.
-    fn poll_next_tick(&mut self, cx: &mut Context<'_>) -> Poll<(Instant, bool)> {
+    /// The next tick: one its deadline brought (even one whose re-arming the timer then
+    /// refused, shutting down), one a shutdown completed, or none, ever again.
+    fn poll_next_tick(&mut self, cx: &mut Context<'_>) -> Poll<Tick> {
         loop {
+            if self.finished {
+                return Poll::Ready(Tick::Finished);
+            }
             let scheduled = self.sleep.deadline_ns();
             match self.sleep.poll_outcome(cx) {
                 Poll::Pending => return Poll::Pending,
                 // Shut down: every tick completes at once, at the instant it was due.
                 Poll::Ready(Outcome::ShutDown) => {
-                    return Poll::Ready((self.core.instant_of(scheduled), false));
+                    return Poll::Ready(Tick::ShutDown(self.core.instant_of(scheduled)));
                 }
                 Poll::Ready(Outcome::Fired) => {}
             }
-            let core = &self.core;
-            let now = core.clock.now();
+            let at = (self.stale.take()).unwrap_or_else(|| self.core.instant_of(scheduled));
+            let now = self.core.clock.now();
             if self.fixed_delay {
-                self.sleep.reset_to(core, now.saturating_add(self.period));
-                return Poll::Ready((core.instant_of(scheduled), true));
+                self.rearm(now.checked_add(self.period));
+                return Poll::Ready(Tick::Due(at));
             }
             let late = now.saturating_sub(scheduled);
             let (next, mut skipped) = next_run(scheduled, self.period, now, self.policy);
-            // Past the end of time there is no next grid point: the last tick repeats there.
-            self.sleep.reset_to(core, next.unwrap_or(u64::MAX));
+            self.rearm(next);
             // Rounding to the tick makes every tick up to a tick late: not a misfire.
             let skip_this = self.policy == MisfirePolicy::Skip
-                && late >= self.period.saturating_add(core.tick_ns);
+                && late >= self.period.saturating_add(self.core.tick_ns);
             skipped += u64::from(skip_this);
             if skipped > 0 {
-                core.skipped.fetch_add(skipped, Relaxed);
+                self.core.skipped.fetch_add(skipped, Relaxed);
             }
             if skip_this {
                 continue; // no late tick: wait for the next grid point
             }
-            return Poll::Ready((core.instant_of(scheduled), true));
+            return Poll::Ready(Tick::Due(at));
         }
+    }
+
+    /// Arms the next tick at clock time `next`; `None`, past the end of the timer's clock (as a
+    /// repeating task then ends): the interval is finished.
+    fn rearm(&mut self, next: Option<u64>) {
+        match next {
+            Some(next) => self.sleep.reset_to(&self.core, next),
+            None => {
+                self.finished = true;
+                self.sleep.cancel();
+            }
+        }
+    }
+
+    /// True once the next tick would fall past the end of the timer's clock (`u64::MAX` ns, about
+    /// 584 years after it began, or a [`ManualClock`](crate::ManualClock) moved that far): the
+    /// last tick was taken, [`tick`](Self::tick) never completes again and the stream (with the
+    /// `stream` feature) has ended, as a repeating task ends there. [`reset_at`](Self::reset_at)
+    /// starts it again.
+    pub fn is_finished(&self) -> bool {
+        self.finished
     }
 
     /// Sets what happens to ticks the caller fell behind on (fixed-rate mode).
@@ -158,15 +193,34 @@ impl Interval {
         self.sleep.is_shutdown()
     }
 
-    /// Moves the next tick to `at` (and the fixed-rate grid with it).
+    /// Moves the next tick to `at` (and the fixed-rate grid with it). An instant before the
+    /// timer's clock began (the instant the timer was built, or a
+    /// [`ManualClock`](crate::ManualClock)'s epoch) keeps the grid's phase: the next tick is the
+    /// grid's first point at or after that beginning, as for
+    /// [`Timer::interval_at`](crate::Timer::interval_at). In fixed-delay mode there is no grid:
+    /// the tick is due at once and completes with `at`.
     pub fn reset_at(&mut self, at: Instant) {
-        let ns = self.core.ns_of(at);
+        let grid = (!self.fixed_delay).then_some(self.period);
+        let ns = self.core.ns_at(at, || grid);
+        self.stale = (self.fixed_delay && at < self.core.origin).then_some(at);
+        self.finished = false;
         self.sleep.reset_to(&self.core, ns);
     }
 }
 
+/// What [`Interval::poll_next_tick`] found.
+enum Tick {
+    /// A tick its deadline brought, scheduled for this instant.
+    Due(Instant),
+    /// The timer shut down: the tick completes at once, at the instant it was due.
+    ShutDown(Instant),
+    /// The next tick would fall past the end of the timer's clock: none will ever come.
+    Finished,
+}
+
 /// With the `stream` feature: the ticks as a stream, ending once the timer has shut down (where
-/// [`tick`](Interval::tick) would complete at once for ever).
+/// [`tick`](Interval::tick) would complete at once for ever) or the interval
+/// [`is_finished`](Interval::is_finished).
 ///
 /// ```
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -190,8 +244,10 @@ impl futures_core::Stream for Interval {
             return Poll::Ready(None);
         }
         // A tick its deadline brought is yielded even if the timer refused the next arming.
-        this.poll_next_tick(cx)
-            .map(|(at, ticked)| ticked.then_some(at))
+        this.poll_next_tick(cx).map(|tick| match tick {
+            Tick::Due(at) => Some(at),
+            Tick::ShutDown(_) | Tick::Finished => None,
+        })
     }
 }
 
@@ -202,6 +258,7 @@ impl fmt::Debug for Interval {
             .field("period", &self.period())
             .field("policy", &self.policy)
             .field("fixed_delay", &self.fixed_delay)
+            .field("finished", &self.finished)
             .finish()
     }
 }
