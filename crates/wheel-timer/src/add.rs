@@ -90,9 +90,6 @@ pub(crate) fn add(core: &Arc<Core>, mut task: Task) -> Result<TimerHandle, AddEr
     let lease = local::lease(core);
     let shard = lease.shard();
     let plan = plan(shard, core, &task.when, &task.work);
-    if let Plan::Due { meant: 0 } = plan {
-        mark_if_stale(core, &mut task); // (due at the clock's beginning: it may be meant before)
-    }
     let waiting = !matches!(plan, Plan::Due { .. });
     let admitted = match core.max_pending {
         // A future cannot be handed back: it is never refused, but it counts as pending, so it
@@ -112,6 +109,11 @@ pub(crate) fn add(core: &Arc<Core>, mut task: Task) -> Result<TimerHandle, AddEr
         crate::trace::refused("full");
         return Err(AddError::Full(task));
     };
+    if let Plan::Due { meant: 0 } = plan {
+        // Due at the clock's beginning: it may be meant before it. (Marked once admitted: a
+        // refused task goes back as it came.)
+        mark_if_stale(core, &mut task);
+    }
     let (s, i, generation) = (vacant.slot(), vacant.index(), vacant.generation());
     let (state, flags, deadline, meant) = match plan {
         Plan::Due { meant } => (DUE, 0, meant, meant),
@@ -149,8 +151,9 @@ pub(crate) fn add(core: &Arc<Core>, mut task: Task) -> Result<TimerHandle, AddEr
     tickwheel_reaper::barrier::light(); // the heavy half: shutdown's, and the tick thread's drain (barrier.rs)
     // (If the take fails, shutdown claimed the task: it is returned, and the handle says so.)
     if !core.lifecycle.is_open()
-        && let Some((_, work)) = s.take(generation, |w| w == word, Word::vacated)
+        && let Some((_, mut work)) = s.take(generation, |w| w == word, Word::vacated)
     {
+        work.take_stale(); // it goes back as it came
         shard.slots.release(i);
         crate::trace::refused("shut down");
         return Err(AddError::Shutdown(Task { when, work, route }));

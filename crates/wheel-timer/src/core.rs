@@ -278,9 +278,10 @@ pub(crate) fn instant_at(origin: Instant, ns: u64) -> Instant {
 }
 
 /// The first point at or after clock time 0 of a grid of `period` ns anchored `before` ahead of
-/// clock time 0: less than a period in, or `u64::MAX` (never) for a grid with no point within
-/// the clock's range, which a period of `u64::MAX` (a saturated one: about 584 years or more)
-/// is taken to have. In u128 from the exact durations: no overflow, no rounding.
+/// clock time 0: less than a period in, or for a grid with no point within the clock's range
+/// (which a period of `u64::MAX`, a saturated one of about 584 years or more, is taken to have),
+/// `u64::MAX`: the end of the clock, where everything past it is due, as a huge delay saturates
+/// there. In u128 from the exact durations: no overflow, no rounding.
 pub(crate) fn first_on_grid(before: Duration, period: u64) -> u64 {
     if period == u64::MAX {
         return u64::MAX;

@@ -316,12 +316,9 @@ pub(crate) fn next_run(
     let behind = (now - scheduled) / period;
     let skip = match policy {
         MisfirePolicy::CatchUp => behind.saturating_sub(MAX_CATCH_UP),
-        // Fell behind by a period or more: the next grid point after now, the one due now
-        // being among the missed ones that this late run stands for.
-        MisfirePolicy::RunOnce => behind,
-        // The same, except that a point due right now is on time: it runs next.
-        MisfirePolicy::Skip if (now - scheduled).is_multiple_of(period) => behind - 1,
-        MisfirePolicy::Skip => behind,
+        // Fell behind by a period or more: the next grid point after now. A point due right now
+        // is among the missed ones (see `MisfirePolicy`).
+        MisfirePolicy::RunOnce | MisfirePolicy::Skip => behind,
     };
     let next = skip
         .checked_add(1)
@@ -343,11 +340,9 @@ mod tests {
             (100, 10, 110, RunOnce, Some(120), 1),
             (100, 10, 135, RunOnce, Some(140), 3),
             (100, 10, 135, Skip, Some(140), 3),
-            // Exactly on the grid: RunOnce's late run stands for the point due now; Skip runs
-            // it (on time) next (issue 43).
+            // Exactly on the grid: the point due now counts as missed (issue 43, documented).
             (10, 10, 20, RunOnce, Some(30), 1),
-            (10, 10, 20, Skip, Some(20), 0),
-            (10, 10, 40, Skip, Some(40), 2),
+            (10, 10, 20, Skip, Some(30), 1),
             (100, 10, 135, CatchUp, Some(110), 0),
             // 5000 runs behind: CatchUp keeps the last MAX_CATCH_UP of them.
             (0, 10, 50_000, CatchUp, Some(40_010), 4_000),

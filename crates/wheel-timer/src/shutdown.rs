@@ -130,12 +130,10 @@ impl Core {
         self.returned.fetch_add(back.len() as u64, Relaxed);
         let tasks = back
             .into_iter()
-            .map(|r| Task {
+            .map(|mut r| Task {
                 // A run due at once for an instant before the clock began is due at that instant.
                 when: When::Returned(Box::new((
-                    r.work
-                        .stale()
-                        .unwrap_or_else(|| self.instant_of(r.deadline)),
+                    (r.work.take_stale()).unwrap_or_else(|| self.instant_of(r.deadline)),
                     Duration::from_nanos(r.deadline.saturating_sub(now)),
                 ))),
                 work: r.work,

@@ -20,17 +20,19 @@ use crate::route::RouteSpec;
 /// a saturated pool). Runs are on the grid `first + k * period`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum MisfirePolicy {
-    /// Run once now for all the missed runs, then continue at the next grid point after now. A
-    /// grid point due right now is among the missed ones: on a 10 ms grid, the run for 10 ms
-    /// started at 20 ms stands for the point at 20 ms too, and the next run is at 30 ms.
+    /// Run once now for all the missed runs, then continue at the next grid point after now.
     #[default]
     RunOnce,
     /// Do not run late: a run that is a period plus a tick or more late is skipped, and the task
-    /// continues at the next grid point at or after now (a point due right now is on time, and
-    /// runs). (The tick: rounding deadlines up to the tick makes runs up to a tick late, which
-    /// is not a misfire. So on a 10 ms grid and a 1 ms tick, a run 10 ms late still runs, and one
-    /// 11 ms late does not: the run for 10 ms started at 20 ms runs, and so does the one for
-    /// 20 ms, right after it.)
+    /// continues at the next grid point after now. (The tick: rounding deadlines up to the tick
+    /// makes runs up to a tick late, which is not a misfire. So on a 10 ms grid and a 1 ms tick,
+    /// a run 10 ms late still runs, and one 11 ms late does not.)
+    ///
+    /// Under `Skip` and `RunOnce` alike, "after now" is strict: a grid point due at the very
+    /// instant the late run ends counts among the missed ones. On a 10 ms grid, a run for 10 ms
+    /// that starts at 20 ms is followed by the run for 30 ms; the point at 20 ms is not run
+    /// (exactly so on a [`ManualClock`](crate::ManualClock) moved 20 ms at once; on the real
+    /// clock, any point passed by the time the run ends).
     Skip,
     /// Run every missed run, back to back, until caught up.
     CatchUp,
@@ -71,7 +73,8 @@ pub(crate) struct Label {
     /// The instant its next run was meant for, when the timer's clock cannot hold it: one before
     /// the clock began (a stale [`Task::at`], a task handed back by an earlier timer). That run
     /// is due at the clock's beginning, that is at once; its context and lateness count from this
-    /// instant. Set by the add, taken by the run.
+    /// instant. Only while the task is in the timer: set by the add that takes it, and taken by
+    /// the run, or by the shutdown that hands the task back (as its deadline).
     pub(crate) stale: Option<Instant>,
 }
 
@@ -147,10 +150,10 @@ impl Work {
         }
     }
 
-    /// The instant its next run was meant for, if that is before the timer's clock began (see
-    /// [`Label::stale`]).
-    pub(crate) fn stale(&self) -> Option<Instant> {
-        self.label()?.stale
+    /// Takes the instant its next run was meant for, if that is before the timer's clock began
+    /// (see [`Label::stale`]).
+    pub(crate) fn take_stale(&mut self) -> Option<Instant> {
+        self.label_mut()?.as_mut()?.stale.take()
     }
 
     /// Marks its next run as meant for `at`, an instant before the timer's clock began.

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tickwheel::{InlineExecutor, MisfirePolicy, Task, TaskContext, Timer};
+use tickwheel::{InlineExecutor, ManualClock, MisfirePolicy, Task, TaskContext, Timer};
 
 mod support;
 use support::{Held, MS, SEC, counter, manual, tick};
@@ -223,7 +223,7 @@ fn an_interval_reset_before_the_clock_began_keeps_its_phase() {
 /// ran, comes back with that instant (added to the next timer, it is as late as it is).
 #[test]
 fn shutdown_hands_back_a_stale_task_with_its_instant() {
-    let clock = tickwheel::ManualClock::new();
+    let clock = ManualClock::new();
     let held = Arc::new(Held::default());
     let timer = Timer::builder()
         .clock(clock)
@@ -243,14 +243,11 @@ fn shutdown_hands_back_a_stale_task_with_its_instant() {
 }
 
 /// Pins the documented rule for a caller exactly one period late (10 ms grid, the tick for
-/// 10 ms taken at 20 ms): under `Skip` the point due right now is on time and comes next (it was
-/// lost: 10 then 30); under `RunOnce` the late tick stands for it (10 then 30).
+/// 10 ms taken at 20 ms): under `Skip` and `RunOnce` alike the point due right now counts among
+/// the missed ones, so the tick after the late one is at 30 ms.
 #[test]
-fn a_grid_point_due_right_now_is_ticked_under_skip_and_folded_under_run_once() {
-    for (policy, after_late) in [
-        (MisfirePolicy::Skip, Some(20 * MS)),
-        (MisfirePolicy::RunOnce, None),
-    ] {
+fn a_grid_point_due_right_now_counts_as_missed() {
+    for policy in [MisfirePolicy::Skip, MisfirePolicy::RunOnce] {
         let (clock, timer) = manual();
         let (_, waker) = counter();
         let t0 = timer.now();
@@ -259,19 +256,15 @@ fn a_grid_point_due_right_now_is_ticked_under_skip_and_folded_under_run_once() {
         assert_eq!(tick(&mut every, &waker), Some(t0));
         clock.advance(20 * MS);
         assert_eq!(tick(&mut every, &waker), Some(t0 + 10 * MS), "{policy:?}");
-        assert_eq!(
-            tick(&mut every, &waker).map(|at| at - t0),
-            after_late,
-            "{policy:?}"
-        );
+        assert_eq!(tick(&mut every, &waker), None, "{policy:?}");
         clock.advance(10 * MS);
         assert_eq!(tick(&mut every, &waker), Some(t0 + 30 * MS), "{policy:?}");
     }
 }
 
-/// The same for a repeating task: under `Skip` the run due right now runs (on time).
+/// The same rule for a repeating task.
 #[test]
-fn a_repeating_task_one_period_late_under_skip_runs_the_point_due_now() {
+fn a_repeating_task_one_period_late_goes_on_after_now() {
     let (clock, timer) = manual();
     let t0 = timer.now();
     let runs = seen();
@@ -283,7 +276,108 @@ fn a_repeating_task_one_period_late_under_skip_runs_the_point_due_now() {
         )
         .unwrap();
     clock.advance(20 * MS);
+    clock.advance(10 * MS);
     let scheduled: Vec<_> = runs.lock().unwrap().iter().map(|r| r.0 - t0).collect();
-    // 0 on time, 10 late by a period (runs: not a period plus a tick), 20 on time.
-    assert_eq!(scheduled, [Duration::ZERO, 10 * MS, 20 * MS]);
+    // 0 on time, 10 late by a period (runs: not a period plus a tick), 30 on time.
+    assert_eq!(scheduled, [Duration::ZERO, 10 * MS, 30 * MS]);
+}
+
+/// A timer whose executor holds every job: a due task stays due until shutdown.
+fn held_timer(clock: &ManualClock) -> Timer {
+    Timer::builder()
+        .clock(clock.clone())
+        .executor(Arc::new(Held::default()))
+        .build()
+        .unwrap()
+}
+
+/// Found by the review of the fix: a stale task handed back by shutdown kept its stale instant
+/// inside, so given a new start (or added to a timer where the instant is not stale) its run
+/// still said the old instant and counted its lateness from it.
+#[test]
+fn a_handed_back_stale_task_given_a_new_start_runs_for_it() {
+    let clock = ManualClock::new();
+    let t1 = held_timer(&clock);
+    let Some(stale) = before(t1.now(), 3600 * SEC) else {
+        return;
+    };
+    let runs = seen();
+    let mut log = note(&runs);
+    t1.add_or_submit(Task::at(stale, move |cx: &mut TaskContext<'_>| log(cx)))
+        .unwrap();
+    let task = t1.shutdown().pop().unwrap();
+    assert_eq!(task.deadline(), Some(stale));
+    drop(t1);
+    let t2 = support::inline(&clock);
+    let t0 = t2.now();
+    t2.add_or_submit(task.starting_after(10 * SEC)).unwrap();
+    clock.advance(10 * SEC);
+    assert_eq!(*runs.lock().unwrap(), [(t0 + 10 * SEC, Duration::ZERO)]);
+}
+
+/// The same review: added to a timer whose clock began before the instant, the task's lateness
+/// counts from the instant (it counted from that timer's beginning).
+#[test]
+fn a_handed_back_stale_task_added_to_an_older_timer_is_late_from_its_instant() {
+    let (clock_a, older) = manual();
+    std::thread::sleep(20 * MS);
+    let clock_b = ManualClock::new();
+    let newer = held_timer(&clock_b);
+    let x = newer.now() - 10 * MS; // before `newer` began, after `older` did
+    let runs = seen();
+    let mut log = note(&runs);
+    newer
+        .add_or_submit(Task::at(x, move |cx: &mut TaskContext<'_>| log(cx)))
+        .unwrap();
+    let task = newer.shutdown().pop().unwrap();
+    clock_a.advance(100 * MS);
+    let late = older.now() - x;
+    older.add_or_submit(task).unwrap();
+    assert_eq!(*runs.lock().unwrap(), [(x, late)]);
+}
+
+/// The same review: an interval reset before the clock began in fixed-delay mode, then put back
+/// on a fixed rate, keeps the grid of the instant (it went on from the beginning). And a
+/// shutdown completes that pending stale tick with its instant, as the docs say.
+#[test]
+fn a_stale_reset_in_fixed_delay_mode_keeps_its_grid_and_its_instant() {
+    let (clock, timer) = manual();
+    let (_, waker) = counter();
+    let t0 = timer.now();
+    let Some(at) = before(t0, 3 * SEC) else {
+        return;
+    };
+    let mut every = timer.interval(10 * SEC);
+    tick(&mut every, &waker).unwrap();
+    every.set_fixed_delay(true);
+    every.reset_at(at);
+    every.set_fixed_delay(false);
+    assert_eq!(tick(&mut every, &waker), Some(at));
+    clock.advance(7 * SEC);
+    assert_eq!(tick(&mut every, &waker), Some(t0 + 7 * SEC));
+
+    let (_clock, timer) = manual();
+    let mut every = timer.interval(10 * SEC);
+    every.set_fixed_delay(true);
+    tick(&mut every, &waker).unwrap();
+    let Some(at) = before(timer.now(), 3 * SEC) else {
+        return;
+    };
+    every.reset_at(at);
+    assert!(timer.shutdown().is_empty());
+    assert_eq!(tick(&mut every, &waker), Some(at));
+}
+
+/// Pins the documented rule: a finished interval stays finished when its timer shuts down.
+#[test]
+fn a_finished_interval_stays_finished_after_shutdown() {
+    let (clock, timer) = manual();
+    let (_, waker) = counter();
+    let mut every = timer.interval(10 * SEC);
+    tick(&mut every, &waker).unwrap();
+    clock.advance(Duration::MAX);
+    while tick(&mut every, &waker).is_some() {}
+    assert!(timer.shutdown().is_empty());
+    assert!(every.is_finished());
+    assert_eq!(tick(&mut every, &waker), None);
 }

@@ -119,18 +119,30 @@ impl Interval {
                 Poll::Pending => return Poll::Pending,
                 // Shut down: every tick completes at once, at the instant it was due.
                 Poll::Ready(Outcome::ShutDown) => {
-                    return Poll::Ready(Tick::ShutDown(self.core.instant_of(scheduled)));
+                    let at = self
+                        .stale
+                        .unwrap_or_else(|| self.core.instant_of(scheduled));
+                    return Poll::Ready(Tick::ShutDown(at));
                 }
                 Poll::Ready(Outcome::Fired) => {}
             }
-            let at = (self.stale.take()).unwrap_or_else(|| self.core.instant_of(scheduled));
+            let stale = self.stale.take();
+            let at = stale.unwrap_or_else(|| self.core.instant_of(scheduled));
             let now = self.core.clock.now();
             if self.fixed_delay {
                 self.rearm(now.checked_add(self.period));
                 return Poll::Ready(Tick::Due(at));
             }
             let late = now.saturating_sub(scheduled);
-            let (next, mut skipped) = next_run(scheduled, self.period, now, self.policy);
+            let (next, mut skipped) = match stale {
+                // A tick meant before the clock began (set in fixed-delay mode, which was left
+                // since): its grid goes on at its first point at or after the beginning.
+                Some(at) => match self.core.ns_at(at, || Some(self.period)) {
+                    first if first > now => (Some(first), 0),
+                    first => next_run(first, self.period, now, self.policy),
+                },
+                None => next_run(scheduled, self.period, now, self.policy),
+            };
             self.rearm(next);
             // Rounding to the tick makes every tick up to a tick late: not a misfire.
             let skip_this = self.policy == MisfirePolicy::Skip
@@ -162,7 +174,8 @@ impl Interval {
     /// 584 years after it began, or a [`ManualClock`](crate::ManualClock) moved that far): the
     /// last tick was taken, [`tick`](Self::tick) never completes again and the stream (with the
     /// `stream` feature) has ended, as a repeating task ends there. [`reset_at`](Self::reset_at)
-    /// starts it again.
+    /// starts it again. A finished interval stays so if the timer then shuts down (its `tick`
+    /// does not start completing at once).
     pub fn is_finished(&self) -> bool {
         self.finished
     }
