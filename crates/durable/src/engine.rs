@@ -1,0 +1,491 @@
+//! The engine behind [`Jobs`](crate::Jobs): the store, the commit thread, the window, the timer,
+//! and how they meet. A commit's report moves jobs into the window and arms them (`committed`);
+//! the window's loads read the store in deadline order as the horizon moves (`load`); a job's
+//! timer task runs its handler (`fire.rs`).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Sender;
+use parking_lot::{Condvar, Mutex};
+use tickwheel::{Task, Timer};
+
+use crate::clock::WallClock;
+use crate::commit::{CommitStats, Committed, Pending, Request};
+use crate::error::{JobError, StoreError};
+use crate::handler::Handler;
+use crate::job::wall_ns;
+use crate::retry::RetryPolicy;
+use crate::stats::{Histogram, Stats};
+use crate::store::{Applied, Cursor, Op, Store};
+use crate::window::{Place, State, Window};
+
+/// What runs jobs that were overdue when the store was opened (after a crash, or a stop longer
+/// than their delay).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Misfire {
+    /// Run every one (the default), earliest first.
+    #[default]
+    RunAll,
+    /// Run those overdue by less than this; move the others to the dead-letter set (counted in
+    /// [`Stats::misfired`](crate::Stats::misfired)), where they can be requeued.
+    RunWithin(Duration),
+    /// Run none: move them all to the dead-letter set.
+    SkipAll,
+}
+
+/// The settings the builder settled.
+pub(crate) struct Config {
+    /// Wall-clock ns.
+    pub(crate) horizon: u64,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) misfire: Misfire,
+    pub(crate) max_payload: usize,
+    /// Jobs read per load.
+    pub(crate) batch: usize,
+}
+
+/// The counters of [`Stats`] that the engine keeps.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) scheduled: AtomicU64,
+    pub(crate) fired: AtomicU64,
+    pub(crate) succeeded: AtomicU64,
+    pub(crate) retried: AtomicU64,
+    pub(crate) dead: AtomicU64,
+    pub(crate) misfired: AtomicU64,
+    pub(crate) cancelled: AtomicU64,
+    pub(crate) reads: AtomicU64,
+}
+
+pub(crate) struct Engine {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) timer: Timer,
+    pub(crate) wall: Arc<dyn WallClock>,
+    pub(crate) handlers: HashMap<String, Arc<dyn Handler>>,
+    pub(crate) config: Config,
+    /// Wall-clock ns when the store was opened: jobs due before it were overdue at open.
+    pub(crate) opened_at: u64,
+    pub(crate) window: Mutex<Window>,
+    /// To the commit thread; `None` once closed.
+    commits: Mutex<Option<Sender<Request>>>,
+    commit_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    pub(crate) commit_stats: Arc<CommitStats>,
+    pub(crate) counters: Counters,
+    pub(crate) lateness: Histogram,
+    pub(crate) closed: AtomicBool,
+    /// Handlers running now (`close` waits for them).
+    pub(crate) running: Mutex<usize>,
+    pub(crate) idle: Condvar,
+    /// Itself, for the closures of timer tasks.
+    me: Weak<Engine>,
+    /// The users' handles (see `jobs::Owner`).
+    pub(crate) owner: Mutex<Weak<crate::jobs::Owner>>,
+}
+
+/// A job to arm in the timer: key, version, deadline (wall ns).
+type Arming = (String, u64, u64);
+
+/// What the builder hands the engine.
+pub(crate) struct Parts {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) timer: Timer,
+    pub(crate) wall: Arc<dyn WallClock>,
+    pub(crate) handlers: HashMap<String, Arc<dyn Handler>>,
+    pub(crate) config: Config,
+    pub(crate) durability: crate::Durability,
+}
+
+impl Engine {
+    /// Starts the commit thread.
+    pub(crate) fn start(parts: Parts) -> std::io::Result<Arc<Engine>> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let commit_stats = Arc::new(CommitStats::new());
+        let opened_at = wall_ns(parts.wall.now());
+        let engine = Arc::new_cyclic(|me: &Weak<Engine>| Engine {
+            store: parts.store,
+            timer: parts.timer,
+            wall: parts.wall,
+            handlers: parts.handlers,
+            config: parts.config,
+            opened_at,
+            window: Mutex::new(Window::default()),
+            commits: Mutex::new(Some(tx)),
+            commit_thread: Mutex::new(None),
+            commit_stats,
+            counters: Counters::default(),
+            lateness: Histogram::new(),
+            closed: AtomicBool::new(false),
+            running: Mutex::new(0),
+            idle: Condvar::new(),
+            me: me.clone(),
+            owner: Mutex::new(Weak::new()),
+        });
+        let sink: Weak<dyn Committed> = engine.me.clone();
+        let thread = crate::commit::start(
+            engine.store.clone(),
+            parts.durability,
+            sink,
+            engine.commit_stats.clone(),
+            rx,
+        )?;
+        *engine.commit_thread.lock() = Some(thread);
+        Ok(engine)
+    }
+
+    /// Loads the first jobs, overdue ones first: once the users' handle exists (a run needs
+    /// it). A small first read, so the first overdue job runs at once, however many are stored.
+    pub(crate) fn begin(&self) {
+        self.load(FIRST_LOAD.min(self.config.batch));
+    }
+
+    /// The wall clock now, ns.
+    pub(crate) fn now(&self) -> u64 {
+        wall_ns(self.wall.now())
+    }
+
+    /// Sends `ops` to the commit thread and waits for what they did; the ops come back (with
+    /// nothing if the jobs closed first).
+    pub(crate) fn commit(&self, ops: Vec<Op>) -> (Vec<Op>, Result<Vec<Applied>, JobError>) {
+        if crate::commit::on_commit_thread() {
+            return (ops, Err(JobError::Reentrant));
+        }
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        let request = Request::Ops(Pending {
+            ops,
+            reply: Some(reply),
+            since: Instant::now(),
+        });
+        // Not sent (closed): the request answers as it drops. Sent, it is answered (dropped
+        // unanswered, too): the ops come back either way.
+        drop(self.send(request));
+        let (ops, result) = answer
+            .recv()
+            .expect("a request is answered, if only as it drops");
+        let result = result.map_err(|e| match e {
+            StoreError::Closed if self.closed.load(Relaxed) => JobError::Closed,
+            e => JobError::Store(e),
+        });
+        (ops, result)
+    }
+
+    /// Sends the engine's own `op` (a run's outcome): committed with the next batch, retried
+    /// until it is.
+    pub(crate) fn commit_later(&self, op: Op) {
+        let _ = self.send(Request::Ops(Pending {
+            ops: vec![op],
+            reply: None,
+            since: Instant::now(),
+        }));
+    }
+
+    /// Waits until every change sent before is committed and on disk.
+    pub(crate) fn sync(&self) -> Result<(), JobError> {
+        if crate::commit::on_commit_thread() {
+            return Err(JobError::Reentrant);
+        }
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        self.send(Request::Sync(reply))
+            .map_err(|_| JobError::Closed)?;
+        answer
+            .recv()
+            .map_err(|_| JobError::Closed)?
+            .map_err(JobError::Store)
+    }
+
+    /// Sends `request` to the commit thread; it comes back if the jobs are closed.
+    fn send(&self, request: Request) -> Result<(), Request> {
+        match self.commits.lock().as_ref() {
+            Some(tx) => tx.send(request).map_err(|e| e.0),
+            None => Err(request),
+        }
+    }
+
+    /// Reads the next jobs after the cursor, up to the horizon's end and `limit`, into the
+    /// window; arms them (or, overdue at open and misfired, buries them); and sets the next load.
+    pub(crate) fn load(&self, limit: usize) {
+        if self.closed.load(Relaxed) {
+            return;
+        }
+        let now = self.now();
+        let until = now.saturating_add(self.config.horizon);
+        let mut arm = Vec::new();
+        let mut bury = Vec::new();
+        let full;
+        {
+            let mut w = self.window.lock();
+            self.counters.reads.fetch_add(1, Relaxed);
+            let due = match self.store.due(w.cursor.as_ref(), until, limit) {
+                Ok(due) => due,
+                Err(_) => {
+                    drop(w);
+                    // The store failed to read: try again in a second.
+                    return self.load_at(now.saturating_add(RELOAD_AFTER_ERROR));
+                }
+            };
+            full = due.jobs.len() == limit;
+            let last = due.jobs.last().map(|s| (s.job.deadline, s.job.key.clone()));
+            for s in due.jobs {
+                let key = s.job.key;
+                if !self.handlers.contains_key(&s.job.kind)
+                    || w.entries.get(&key).is_some_and(|e| e.version >= s.version)
+                {
+                    continue; // no handler (kept unrun), or in memory already
+                }
+                if let Some(reason) = self.misfired(s.job.deadline, now) {
+                    bury.push(Op::Bury {
+                        key,
+                        version: s.version,
+                        reason,
+                        at: now,
+                        failed: false,
+                    });
+                    continue;
+                }
+                w.entries.insert(
+                    key.clone(),
+                    crate::window::Entry {
+                        version: s.version,
+                        deadline: s.job.deadline,
+                        state: State::Armed(None),
+                    },
+                );
+                arm.push((key, s.version, s.job.deadline));
+            }
+            match (full, last) {
+                (true, Some((d, k))) => {
+                    w.advance(Cursor::At(d, k));
+                    w.next = Some(d);
+                }
+                _ => {
+                    w.advance(Cursor::Through(until));
+                    w.next = due.next;
+                }
+            }
+        }
+        self.counters.dead.fetch_add(bury.len() as u64, Relaxed);
+        self.counters.misfired.fetch_add(bury.len() as u64, Relaxed);
+        for op in bury {
+            self.commit_later(op);
+        }
+        self.arm(arm);
+        let next = self.window.lock().next;
+        match (full, next) {
+            (true, _) => self.load_at(now),
+            (false, Some(next)) => self.load_at(next.saturating_sub(self.config.horizon)),
+            (false, None) => {}
+        }
+    }
+
+    /// The reason to bury a job due at `deadline`, read by a load at `now`, under the misfire
+    /// policy: only jobs that were overdue when the store was opened.
+    fn misfired(&self, deadline: u64, now: u64) -> Option<String> {
+        if deadline >= self.opened_at {
+            return None;
+        }
+        let late = Duration::from_nanos(now.saturating_sub(deadline));
+        let skip = match self.config.misfire {
+            Misfire::RunAll => false,
+            Misfire::RunWithin(limit) => late >= limit,
+            Misfire::SkipAll => true,
+        };
+        skip.then(|| format!("misfired: {late:?} overdue when the store was opened"))
+    }
+
+    /// Sets the next load for wall-clock time `at` (ns), unless one is set no later.
+    pub(crate) fn load_at(&self, at: u64) {
+        if self.closed.load(Relaxed) {
+            return;
+        }
+        let mut w = self.window.lock();
+        if let Some((_, when)) = &w.load
+            && *when <= at
+        {
+            return;
+        }
+        if let Some((old, _)) = w.load.take() {
+            old.cancel();
+        }
+        drop(w);
+        let me = self.me.clone();
+        let delay = Duration::from_nanos(at.saturating_sub(self.now()));
+        let task = Task::after(delay, move || {
+            if let Some(engine) = me.upgrade() {
+                engine.window.lock().load = None;
+                engine.load(engine.config.batch);
+            }
+        });
+        if let Ok(handle) = self.timer.add_or_submit(task) {
+            let mut w = self.window.lock();
+            // Another load may have been set meanwhile: keep the earlier.
+            match &w.load {
+                Some((_, when)) if *when <= at => drop(handle.cancel()),
+                _ => {
+                    if let Some((old, _)) = w.load.replace((handle.clone(), at)) {
+                        old.cancel();
+                    }
+                    // It may have run (and cleared `load`) before this: harmless, a load reads
+                    // from the cursor.
+                    if handle.is_done() {
+                        w.load = None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Arms `jobs` in the timer, outside the window's lock (an inline executor runs a due job's
+    /// task right inside the add).
+    pub(crate) fn arm(&self, jobs: Vec<Arming>) {
+        if jobs.is_empty() {
+            return;
+        }
+        let now = self.now();
+        for (key, version, deadline) in jobs {
+            let me = self.me.clone();
+            let delay = Duration::from_nanos(deadline.saturating_sub(now));
+            let k = key.clone();
+            let task = Task::after(delay, move || {
+                if let Some(engine) = me.upgrade() {
+                    engine.fire(&k, version);
+                }
+            });
+            let Ok(handle) = self.timer.add_or_submit(task) else {
+                // The timer shut down (the jobs are closing): the job stays stored.
+                self.window.lock().forget(&key, version);
+                continue;
+            };
+            let mut w = self.window.lock();
+            match w.entries.get_mut(&key) {
+                Some(e) if e.version == version && matches!(e.state, State::Armed(None)) => {
+                    e.state = State::Armed(Some(handle));
+                }
+                // Fired already (running, or done), or replaced meanwhile.
+                _ => drop(handle.cancel()),
+            }
+        }
+    }
+
+    /// The stats of the engine.
+    pub(crate) fn stats(&self) -> Stats {
+        let c = &self.counters;
+        let mut s = Stats {
+            scheduled: c.scheduled.load(Relaxed),
+            fired: c.fired.load(Relaxed),
+            succeeded: c.succeeded.load(Relaxed),
+            retried: c.retried.load(Relaxed),
+            dead: c.dead.load(Relaxed),
+            misfired: c.misfired.load(Relaxed),
+            cancelled: c.cancelled.load(Relaxed),
+            in_memory: self.window.lock().entries.len() as u64,
+            lateness_p50: self.lateness.quantile(0.5),
+            lateness_p99: self.lateness.quantile(0.99),
+            lateness_max: self.lateness.max(),
+            commit_p50: self.commit_stats.latency.quantile(0.5),
+            commit_p99: self.commit_stats.latency.quantile(0.99),
+            commits: self.commit_stats.commits.load(Relaxed),
+            store_reads: c.reads.load(Relaxed),
+        };
+        s.lateness_max = s.lateness_max.max(s.lateness_p99);
+        s
+    }
+
+    /// Stops: no new loads or runs; waits for the running handlers (but the caller's own); makes
+    /// every change durable; stops the commit thread. The jobs stay stored.
+    pub(crate) fn close(&self) -> Result<(), JobError> {
+        if self.closed.swap(true, Relaxed) {
+            return Ok(());
+        }
+        {
+            let mut w = self.window.lock();
+            if let Some((h, _)) = w.load.take() {
+                h.cancel();
+            }
+            let keys: Vec<String> = w.entries.keys().cloned().collect();
+            for key in keys {
+                if let Some(e) = w.entries.get(&key)
+                    && matches!(e.state, State::Armed(_))
+                {
+                    w.forget_any(&key);
+                }
+            }
+        }
+        let own = crate::fire::in_handler();
+        let mut running = self.running.lock();
+        while *running > own {
+            self.idle.wait(&mut running);
+        }
+        drop(running);
+        let tx = self.commits.lock().take();
+        let Some(tx) = tx else {
+            return Ok(());
+        };
+        if crate::commit::on_commit_thread() {
+            // Its loop ends once the sender is gone, after a last durable commit; the store is
+            // released as the engine goes.
+            return Ok(());
+        }
+        let (done, stopped) = crossbeam_channel::bounded(1);
+        let sent = tx.send(Request::Stop(done)).is_ok();
+        drop(tx);
+        if sent {
+            let _ = stopped.recv();
+        }
+        if let Some(t) = self.commit_thread.lock().take() {
+            let _ = t.join();
+        }
+        // Every change is on disk: let the file go, for the next open.
+        self.store.close();
+        Ok(())
+    }
+}
+
+/// Jobs read by the first load at open: enough to start, few enough to start at once.
+const FIRST_LOAD: usize = 256;
+
+/// How long after a failed read of the store the window tries again (wall ns).
+const RELOAD_AFTER_ERROR: u64 = 1_000_000_000;
+
+impl Committed for Engine {
+    /// Moves the committed changes into the window: stored jobs are armed (if the window covers
+    /// them, or can), removed ones disarmed.
+    fn committed(&self, ops: &[Op], applied: &[Applied]) {
+        let end = self.now().saturating_add(self.config.horizon);
+        let mut arm = Vec::new();
+        let mut w = self.window.lock();
+        let mut place = |w: &mut Window, key: &str, version: u64, deadline: u64| {
+            if w.stored(key, version, deadline, end) == Place::Arm {
+                arm.push((key.to_owned(), version, deadline));
+            }
+        };
+        for (op, applied) in ops.iter().zip(applied) {
+            match (op, applied) {
+                (Op::Insert { jobs, .. }, Applied::Inserted(versions)) => {
+                    for (job, &v) in jobs.iter().zip(versions) {
+                        place(&mut w, &job.key, v, job.deadline);
+                    }
+                }
+                (Op::Reschedule { key, deadline }, Applied::Moved(Some(v)))
+                | (Op::Retry { key, deadline, .. }, Applied::Moved(Some(v)))
+                | (Op::Requeue { key, deadline }, Applied::Moved(Some(v))) => {
+                    place(&mut w, key, *v, *deadline);
+                }
+                (Op::Cancel { key }, Applied::Removed(Some(_))) => {
+                    w.forget_any(key);
+                }
+                _ => {}
+            }
+        }
+        let next = w.next;
+        drop(w);
+        self.arm(arm);
+        // A job stored past the cursor, due within the horizon, with stored jobs before it: the
+        // window must read them first.
+        if let Some(next) = next {
+            self.load_at(next.saturating_sub(self.config.horizon));
+        }
+    }
+}

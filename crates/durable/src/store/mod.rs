@@ -1,0 +1,182 @@
+//! The [`Store`] trait: what the jobs need from the place they are kept (the truth, on disk),
+//! and the one store this crate brings, [`RedbStore`] (one file).
+//!
+//! A store is used from two sides: one commit thread applies batches of [`Op`]s, each batch in
+//! one transaction that commits as a whole (so concurrent schedules share one fsync); any thread
+//! reads (the window's ordered range reads, `get`, counts). Reads see every batch committed
+//! before they began.
+
+mod record;
+mod redb;
+
+use crate::error::StoreError;
+use crate::job::{DeadJob, Job};
+
+pub use self::redb::RedbStore;
+
+/// A job as stored, with its version: a number the store gives each write of a job (schedule,
+/// reschedule, retry), greater than every number given before. The jobs' in-memory window keeps
+/// the version it armed, so a late fire of an older write does nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stored {
+    /// The job.
+    pub job: Job,
+    /// Its version.
+    pub version: u64,
+}
+
+/// A change, applied by [`Store::apply`] in a batch. Deadlines are nanoseconds since the Unix
+/// epoch.
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// Stores `jobs`, all or none: if one's key is stored already (or repeats in `jobs`) and
+    /// `upsert` is false, none is ([`Applied::Duplicate`]); with `upsert`, each replaces the job
+    /// of its key.
+    Insert {
+        /// The jobs.
+        jobs: Vec<Job>,
+        /// Replace jobs of the same keys.
+        upsert: bool,
+    },
+    /// Removes the waiting job `key`.
+    Cancel {
+        /// Its key.
+        key: String,
+    },
+    /// Moves the waiting job `key` to `deadline`.
+    Reschedule {
+        /// Its key.
+        key: String,
+        /// Its new deadline.
+        deadline: u64,
+    },
+    /// Removes job `key` if it still has `version`: its handler succeeded.
+    Complete {
+        /// Its key.
+        key: String,
+        /// The version that ran.
+        version: u64,
+    },
+    /// Counts a failed attempt of job `key` if it still has `version`, and moves it to
+    /// `deadline`.
+    Retry {
+        /// Its key.
+        key: String,
+        /// The version that ran.
+        version: u64,
+        /// When it runs again.
+        deadline: u64,
+    },
+    /// Moves job `key`, if it still has `version`, to the dead-letter set, saying why;
+    /// `failed`: its run that just failed counts as an attempt.
+    Bury {
+        /// Its key.
+        key: String,
+        /// The version that ran (or was skipped).
+        version: u64,
+        /// Why.
+        reason: String,
+        /// When it died.
+        at: u64,
+        /// Count its failed run as an attempt.
+        failed: bool,
+    },
+    /// Moves dead job `key` back among the waiting ones, due at `deadline`, its attempts reset.
+    Requeue {
+        /// Its key.
+        key: String,
+        /// When it runs.
+        deadline: u64,
+    },
+    /// Removes dead job `key` for good.
+    DropDead {
+        /// Its key.
+        key: String,
+    },
+}
+
+/// What an [`Op`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// The jobs of an `Insert` are stored, with these versions (in order).
+    Inserted(Vec<u64>),
+    /// An `Insert` stored nothing: this key is stored already (or repeats in it).
+    Duplicate(String),
+    /// A `Cancel`, `Complete`, `Bury` or `DropDead` removed the job of this version (`None`: no
+    /// such job, or not of that version).
+    Removed(Option<u64>),
+    /// A `Reschedule`, `Retry` or `Requeue` gave the job this version (`None`: no such job, or
+    /// not of that version; a `Requeue` whose key is waiting already).
+    Moved(Option<u64>),
+}
+
+/// Jobs read in deadline order by [`Store::due`].
+#[derive(Clone, Debug, Default)]
+pub struct Due {
+    /// The jobs, earliest first (ties in key order).
+    pub jobs: Vec<Stored>,
+    /// When fewer than the limit were read: the deadline of the first job past the range's end,
+    /// if there is one.
+    pub next: Option<u64>,
+}
+
+/// A place in deadline order: every job at or before it (deadline, then key) is read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Cursor {
+    /// Every job before `(deadline, key)`, and it.
+    At(u64, String),
+    /// Every job due at or before this deadline.
+    Through(u64),
+}
+
+impl Cursor {
+    /// True if a job at `deadline` with `key` is at or before this cursor.
+    pub fn covers(&self, deadline: u64, key: &str) -> bool {
+        match self {
+            Cursor::At(d, k) => (deadline, key) <= (*d, k.as_str()),
+            Cursor::Through(d) => deadline <= *d,
+        }
+    }
+}
+
+/// How many jobs a store holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Waiting for their deadline (or running).
+    pub waiting: u64,
+    /// In the dead-letter set.
+    pub dead: u64,
+}
+
+/// Where the jobs are kept. Implemented by [`RedbStore`] (the default: one file); a store for
+/// many nodes (PostgreSQL) implements it too.
+///
+/// Every method is total: a failure is a [`StoreError`], never a panic, and a failed `apply`
+/// changed nothing.
+pub trait Store: Send + Sync + 'static {
+    /// Applies `ops` in one transaction and commits it, all or nothing; `durable`: the commit is
+    /// on disk when this returns (else it is visible to reads at once, and on disk with the next
+    /// durable commit). Returns what each op did, in order. With no ops and `durable`, it makes
+    /// every earlier commit durable.
+    fn apply(&self, ops: &[Op], durable: bool) -> Result<Vec<Applied>, StoreError>;
+
+    /// The waiting jobs after `after` (all of them if `None`), due at or before `until`, in
+    /// deadline order, at most `limit` of them.
+    fn due(&self, after: Option<&Cursor>, until: u64, limit: usize) -> Result<Due, StoreError>;
+
+    /// The waiting job `key`.
+    fn get(&self, key: &str) -> Result<Option<Stored>, StoreError>;
+
+    /// The dead jobs after key `after` (from the first if `None`), in key order, at most `limit`.
+    fn dead(&self, after: Option<&str>, limit: usize) -> Result<Vec<DeadJob>, StoreError>;
+
+    /// How many jobs are waiting, and how many dead.
+    fn counts(&self) -> Result<Counts, StoreError>;
+
+    /// The kinds of the waiting jobs, with how many of each.
+    fn kinds(&self) -> Result<Vec<(String, u64)>, StoreError>;
+
+    /// Lets the store go (its file, its connections) once the jobs closed: every later call
+    /// fails with [`StoreError::Closed`]. Waits for calls in progress.
+    fn close(&self);
+}
