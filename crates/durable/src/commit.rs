@@ -69,9 +69,10 @@ impl Drop for Pending {
 /// The answer to a request: its ops, back, and what they did.
 pub(crate) type Reply = (Vec<Op>, Result<Vec<Applied>, StoreError>);
 
-/// Told of every committed change, before its caller is answered (the window).
+/// Told of every committed change, before its caller is answered (the window), which may
+/// amend the answers (a cancel that came too late for a run that had begun).
 pub(crate) trait Committed: Send + Sync {
-    fn committed(&self, ops: &[Op], applied: &[Applied]);
+    fn committed(&self, ops: &[Op], applied: &mut [Applied]);
 }
 
 thread_local! {
@@ -255,12 +256,12 @@ impl Committer {
     }
 
     fn apply(&mut self, ops: &[Op], durable: bool) -> Result<Vec<Applied>, StoreError> {
-        let applied = self.store.apply(ops, durable)?;
+        let mut applied = self.store.apply(ops, durable)?;
         self.stats
             .commits
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Some(sink) = self.sink.upgrade() {
-            sink.committed(ops, &applied);
+            sink.committed(ops, &mut applied);
         }
         if durable {
             self.dirty = None;

@@ -452,7 +452,7 @@ const RELOAD_AFTER_ERROR: u64 = 1_000_000_000;
 impl Committed for Engine {
     /// Moves the committed changes into the window: stored jobs are armed (if the window covers
     /// them, or can), removed ones disarmed.
-    fn committed(&self, ops: &[Op], applied: &[Applied]) {
+    fn committed(&self, ops: &[Op], applied: &mut [Applied]) {
         let end = self.now().saturating_add(self.config.horizon);
         let mut arm = Vec::new();
         let mut w = self.window.lock();
@@ -461,8 +461,8 @@ impl Committed for Engine {
                 arm.push((key.to_owned(), version, deadline));
             }
         };
-        for (op, applied) in ops.iter().zip(applied) {
-            match (op, applied) {
+        for (op, applied) in ops.iter().zip(applied.iter_mut()) {
+            match (op, &*applied) {
                 (Op::Insert { jobs, .. }, Applied::Inserted(versions)) => {
                     for (job, &v) in jobs.iter().zip(versions) {
                         place(&mut w, &job.key, v, job.deadline);
@@ -474,7 +474,11 @@ impl Committed for Engine {
                     place(&mut w, key, *v, *deadline);
                 }
                 (Op::Cancel { key }, Applied::Removed(Some(_))) => {
-                    w.forget_any(key);
+                    // Its run had begun: the cancel came too late for it (it is gone from the
+                    // store, so the run is not retried).
+                    if w.forget_any(key) {
+                        *applied = Applied::Removed(None);
+                    }
                 }
                 _ => {}
             }
