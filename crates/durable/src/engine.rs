@@ -476,7 +476,8 @@ impl Committed for Engine {
                 (Op::Cancel { key }, Applied::Removed(Some(_))) => {
                     // Its run had begun: the cancel came too late for it (it is gone from the
                     // store, so the run is not retried).
-                    if w.forget_any(key) {
+                    let was_running = w.forget_any(key);
+                    if was_running {
                         *applied = Applied::Removed(None);
                     }
                 }
