@@ -89,7 +89,7 @@ fn crash_child() {
                     if jobs.schedule(job).is_ok() {
                         log.line('S', &key);
                     }
-                    if rng % 5 == 0 {
+                    if rng.is_multiple_of(5) {
                         // The intent first: a kill between the cancel's commit and its 'C' line
                         // leaves a cancel in doubt, which may have taken effect.
                         log.line('c', &key);
