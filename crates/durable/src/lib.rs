@@ -62,6 +62,11 @@
 //! `fire.rs` (loads, arming, runs) on those; `jobs.rs` and `builder.rs` (the API) on top.
 //! Design and figures: `docs/architecture.md` ("Durable jobs") and `docs/benchmarks.md` (W13).
 
+/// The crate's README, compiled and run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 mod builder;
 mod clock;
 mod commit;

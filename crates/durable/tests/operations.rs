@@ -254,3 +254,19 @@ fn a_handler_can_schedule_the_next_job() {
     }
     assert_eq!(env.ran(), ["chain-0", "chain-1", "chain-2", "chain-3"]);
 }
+
+/// The README shows `examples/crash_and_reopen.rs` (which CI runs): the two stay the same.
+#[test]
+fn the_readme_shows_the_example_as_it_is() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let example = std::fs::read_to_string(root.join("examples/crash_and_reopen.rs")).unwrap();
+    let Ok(readme) = std::fs::read_to_string(root.join("../../README.md")) else {
+        return; // built from the packaged crate, without the workspace's README
+    };
+    let block = readme
+        .split("```rust,ignore\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the README's durable example");
+    assert_eq!(block, example);
+}
