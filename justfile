@@ -54,6 +54,15 @@ proptest seed="1" cases="200000":
 service-model seed="1" cases="100000":
     SERVICE_QC_SEED={{seed}} SERVICE_QC_CASES={{cases}} cargo test --release -p tickwheel --test service_model
 
+# The durable jobs' crash test, many rounds (CI runs 4): a child process schedules, cancels and
+# fires jobs until SIGKILL at a random moment; every acknowledged job must survive.
+crash rounds="50":
+    DURABLE_CRASH_ROUNDS={{rounds}} cargo test --release -p tickwheel-durable --test crash -- --nocapture
+
+# A job scheduled, a real crash (the process aborts), a reopen: the job fires.
+durable-demo:
+    cargo run -p tickwheel-durable --example crash_and_reopen
+
 # API documentation for the whole workspace.
 doc:
     RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
