@@ -42,6 +42,15 @@
 //! ```
 //!
 //! How the add path works, and which thread writes what: `docs/architecture.md`.
+//!
+//! # Features
+//!
+//! | feature | what it adds |
+//! |---|---|
+//! | `stream` | [`Interval`] implements `futures_core::Stream` (so `StreamExt` works on it); the stream ends when the timer shuts down or the interval [finishes](Interval::is_finished) |
+//! | `tracing` | `tracing` events (a panicking task, an isolated class, a refused add, skipped runs) and spans around the tick thread's hand-offs |
+//!
+//! Neither is on by default.
 
 mod add;
 mod body;
@@ -94,5 +103,5 @@ pub use timer::Timer;
 
 /// The README's examples, compiled and run as doc tests so they cannot rot.
 #[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
+#[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
