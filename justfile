@@ -67,6 +67,10 @@ durable-demo:
 doc:
     RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 
+# The library crates as crates.io would get them, in publish order (scripts/check-packages).
+packages:
+    scripts/check-packages
+
 # Everything CI runs, in the same order.
 ci:
     bash .ci/run

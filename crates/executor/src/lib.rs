@@ -42,6 +42,34 @@ pub type Job = Box<dyn FnOnce() + Send + 'static>;
 /// So `execute` must not wait for a job of its own to finish (a bounded queue that blocks when
 /// full would deadlock), and jobs should run in about the order they were given (FIFO), or a
 /// round's tasks run latest first.
+///
+/// An executor of your own, here one that hands every job to a thread of its own (fine for a
+/// few long jobs; a pool is better for many):
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::sync::Arc;
+/// use tickwheel_executor::{Executor, Job};
+///
+/// struct ThreadPerJob;
+///
+/// impl Executor for ThreadPerJob {
+///     fn execute(&self, job: Job) {
+///         // Never blocks the caller (a timer's tick thread): the job runs elsewhere.
+///         std::thread::spawn(job);
+///     }
+/// }
+///
+/// let ran = Arc::new(AtomicUsize::new(0));
+/// let r = ran.clone();
+/// let (tx, rx) = std::sync::mpsc::channel();
+/// ThreadPerJob.execute(Box::new(move || {
+///     r.fetch_add(1, Ordering::SeqCst);
+///     tx.send(()).unwrap();
+/// }));
+/// rx.recv().unwrap();
+/// assert_eq!(ran.load(Ordering::SeqCst), 1);
+/// ```
 pub trait Executor: Send + Sync + 'static {
     /// Runs `job` some time soon, on some thread.
     fn execute(&self, job: Job);

@@ -7,6 +7,12 @@ use crate::context::TaskContext;
 /// `FnOnce(&mut TaskContext<'_>)` for a task that wants to know when it was due or reach its
 /// timer. The type parameter only tells the two apart; write the context's type in the closure
 /// (`|cx: &mut TaskContext<'_>| ..`).
+///
+/// Why the type must be written: a constructor that takes both kinds of closure cannot tell the
+/// compiler which argument a bare `|cx| ..` has, so it stops with E0282 ("type annotations
+/// needed", with the hint `/* Type */`). Taking only one kind would make the other one
+/// impossible (or double every constructor: `after`, `at`, `every`, `with_fixed_delay`, each
+/// with and without a context). The annotation is the price of one constructor for both.
 pub trait OnceBody<Args>: Send + 'static {
     /// `into_once`'s box has nothing to drop (see `PLAIN` in `word.rs`). Only the impls below
     /// know that of their box; any other impl keeps the default.

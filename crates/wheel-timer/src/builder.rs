@@ -22,6 +22,27 @@ use crate::timer::Timer;
 pub const MIN_TICK: Duration = Duration::from_millis(1);
 
 /// Configures a [`Timer`]. Every value is validated by [`build`](Self::build).
+///
+/// ```
+/// use std::time::Duration;
+/// use tickwheel::{BuildError, ConfigError, Timer};
+///
+/// let timer = Timer::builder()
+///     .tick(Duration::from_millis(5))   // precision: deadlines round up to 5 ms
+///     .wheel_size(64)                   // buckets per level, a power of two
+///     .threads(2)                       // a pool of its own (else the shared one)
+///     .max_pending(100_000)             // beyond this, adds are refused and handed back
+///     .name("sessions")                 // thread names: sessions-tick, ...
+///     .build()?;
+/// assert_eq!(timer.pending(), 0);
+///
+/// // Every value is checked: a typed error, with the reason in its message.
+/// match Timer::builder().wheel_size(100).build() {
+///     Err(BuildError::WheelSize(ConfigError::WheelSizeNotPowerOfTwo { size: 100 })) => {}
+///     other => panic!("{other:?}"),
+/// }
+/// # Ok::<(), BuildError>(())
+/// ```
 #[must_use = "a builder does nothing until build() is called"]
 pub struct TimerBuilder {
     tick: Duration,

@@ -39,8 +39,9 @@ impl fmt::Display for BuildError {
                 f,
                 "invalid tick {tick:?}: the tick must be at least {min:?}"
             ),
-            // The details are the source's message: shown once in an error chain.
-            BuildError::WheelSize(_) => f.write_str("invalid wheel configuration"),
+            // The wheel's own error, as it is (its message names the value and the rule): not a
+            // source as well, so a chain shows it once, and `{e}` alone shows the reason.
+            BuildError::WheelSize(e) => fmt::Display::fmt(e, f),
             BuildError::ZeroThreads => {
                 f.write_str("invalid thread count 0: the pool needs at least one thread")
             }
@@ -50,20 +51,13 @@ impl fmt::Display for BuildError {
             BuildError::InvalidName { name } => {
                 write!(f, "invalid thread name {name:?}: it contains a NUL byte")
             }
-            BuildError::Spawn(_) => f.write_str("could not start the timer's threads"),
+            BuildError::Spawn(e) => write!(f, "could not start the timer's threads: {e}"),
         }
     }
 }
 
-impl std::error::Error for BuildError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            BuildError::WheelSize(e) => Some(e),
-            BuildError::Spawn(e) => Some(e),
-            _ => None,
-        }
-    }
-}
+/// No `source`: every variant's message holds its cause (see `Display`).
+impl std::error::Error for BuildError {}
 
 /// Why [`Timer::add_or_submit`](crate::Timer::add_or_submit) refused a task. Every variant hands
 /// the task back, so nothing is lost.

@@ -41,6 +41,31 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! # Testing code that awaits the timer
+//!
+//! `tokio::time::pause()` and `advance()` move tokio's clock, not this timer's: the timer has a
+//! clock of its own. Build it on a [`ManualClock`] and move that instead; `advance` returns once
+//! everything due was handed out (futures woken, tasks given to the executor), and
+//! [`Timer::wait_idle`] once the tasks have run.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use tickwheel::{ManualClock, Timer, TimeoutError};
+//!
+//! let clock = ManualClock::new();
+//! let timer = Arc::new(Timer::builder().clock(clock.clone()).build()?);
+//! let rt = tokio::runtime::Builder::new_current_thread().build()?;
+//! let t = timer.clone();
+//! let request = rt.spawn(async move {
+//!     t.timeout(Duration::from_secs(30), std::future::pending::<()>()).await
+//! });
+//! rt.block_on(tokio::task::yield_now()); // the request starts, and waits
+//! clock.advance(Duration::from_secs(30)); // thirty seconds, at once
+//! assert!(matches!(rt.block_on(request)?, Err(TimeoutError::Elapsed)));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! How the add path works, and which thread writes what: `docs/architecture.md`.
 //!
 //! # Features

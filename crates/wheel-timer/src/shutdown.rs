@@ -15,6 +15,24 @@ use crate::task::{Cadence, MisfirePolicy, Repeat, Task, When, Work};
 /// How [`Timer::shutdown_with`](crate::Timer::shutdown_with) stops the timer. The default is
 /// what [`Timer::shutdown`](crate::Timer::shutdown) does: wait for running tasks without a
 /// limit, and hand back every task that has not started.
+///
+/// ```
+/// use std::time::Duration;
+/// use tickwheel::{ShutdownOptions, Task, Timer};
+///
+/// let timer = Timer::new()?;
+/// timer.add_or_submit(Task::after(Duration::ZERO, || println!("due: runs before shutdown returns")))?;
+/// timer.add_or_submit(Task::after(Duration::from_secs(3600), || {}).with_key("lease-7"))?;
+/// let report = timer.shutdown_with(
+///     ShutdownOptions::new()
+///         .wait_at_most(Duration::from_secs(5)) // for tasks already running
+///         .run_due(true),                       // run the due ones here instead of handing them back
+/// );
+/// assert_eq!(report.still_running, 0);
+/// let keys: Vec<_> = report.tasks.iter().filter_map(|t| t.key()).collect();
+/// assert_eq!(keys, ["lease-7"]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[must_use = "options do nothing until passed to Timer::shutdown_with"]
 pub struct ShutdownOptions {
@@ -63,6 +81,9 @@ pub struct ShutdownReport {
     /// plus a tick or more late is skipped instead (and counted in `Stats::skipped`).
     pub ran_due: usize,
     /// Tasks still running when the wait limit passed ([`ShutdownOptions::wait_at_most`]).
+    /// Counted, not named: a running task's closure and key are with the thread that runs it,
+    /// out of the timer's reach until the run ends (a repeating one then ends, not handed
+    /// back). Keep the keys of long runs yourself if a restart must know them.
     pub still_running: u64,
 }
 
@@ -128,6 +149,7 @@ impl Core {
             back.sort_by_key(|r| r.deadline);
         }
         self.returned.fetch_add(back.len() as u64, Relaxed);
+        let wall = std::time::SystemTime::now();
         let tasks = back
             .into_iter()
             .map(|mut r| Task {
@@ -135,6 +157,7 @@ impl Core {
                 when: When::Returned(Box::new((
                     (r.work.take_stale()).unwrap_or_else(|| self.instant_of(r.deadline)),
                     Duration::from_nanos(r.deadline.saturating_sub(now)),
+                    wall,
                 ))),
                 work: r.work,
                 route: self.routes.spec_of(r.route),

@@ -4,6 +4,23 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 /// A snapshot of a timer's counters. Runs of periodic tasks count in `fired`, each run once.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use tickwheel::{InlineExecutor, ManualClock, Task, Timer};
+///
+/// let clock = ManualClock::new();
+/// let timer = Timer::builder().clock(clock.clone()).executor(Arc::new(InlineExecutor::new())).build()?;
+/// let paid = timer.add_or_submit(Task::after(Duration::from_secs(900), || {}))?;
+/// timer.add_or_submit(Task::after(Duration::from_secs(5), || {}))?;
+/// assert!(paid.cancel());
+/// clock.advance(Duration::from_secs(6)); // one second late on the manual clock's terms
+/// let stats = timer.stats();
+/// assert_eq!((stats.added, stats.cancelled, stats.fired, stats.pending), (2, 1, 1, 0));
+/// assert_eq!(stats.lateness_max, Duration::from_secs(1));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 use std::task::Waker;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use sync_wrapper::SyncWrapper;
 use tickwheel_reaper::duration_to_ns;
@@ -50,9 +50,9 @@ pub(crate) enum When {
     /// At this reading of the timer's clock (the futures, which keep their deadline exactly).
     Clock(u64),
     /// Handed back by `shutdown`: due at `.0`, which was `.1` after the shutdown's clock
-    /// reading. Added again, it is due at `.0`. (Boxed: a `Task` moves by value on the add path,
-    /// and this keeps it small.)
-    Returned(Box<(Instant, Duration)>),
+    /// reading, taken at `.2` on the system's wall clock. Added again, it is due at `.0`. (Boxed:
+    /// a `Task` moves by value on the add path, and this keeps it small.)
+    Returned(Box<(Instant, Duration, SystemTime)>),
 }
 
 /// How a repeating task's next run is found.
@@ -371,6 +371,51 @@ impl Task {
             When::After(ns) => Some(Duration::from_nanos(ns)),
             When::Returned(ref r) => Some(r.1),
             When::At(_) | When::Clock(_) => None,
+        }
+    }
+
+    /// The task's deadline on the system's wall clock, to store it across a restart (an
+    /// `Instant` means nothing in another process): for a task handed back by
+    /// [`Timer::shutdown`](crate::Timer::shutdown), the wall-clock time of the shutdown plus its
+    /// [`remaining`](Self::remaining) time; for a task made with [`at`](Self::at), its instant
+    /// read against the wall clock now. `None` for a delay not yet anchored by an add.
+    ///
+    /// For delays that must survive a crash, not only a shutdown, see the `tickwheel-durable`
+    /// crate: jobs kept on disk, with wall-clock deadlines.
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use tickwheel::{Task, Timer};
+    ///
+    /// let timer = Timer::new()?;
+    /// timer.add_or_submit(Task::after(Duration::from_secs(600), || {}).with_key("order-9"))?;
+    /// let before = SystemTime::now();
+    /// let task = timer.shutdown().pop().unwrap();
+    /// let at = task.wall_deadline().unwrap();
+    /// assert!(at >= before + Duration::from_secs(599) && at <= SystemTime::now() + Duration::from_secs(600));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn wall_deadline(&self) -> Option<SystemTime> {
+        match self.when {
+            When::Returned(ref r) => r.2.checked_add(r.1),
+            When::At(at) => {
+                let (now, wall) = (Instant::now(), SystemTime::now());
+                match at.checked_duration_since(now) {
+                    Some(ahead) => wall.checked_add(ahead),
+                    None => wall.checked_sub(now.duration_since(at)),
+                }
+            }
+            When::After(_) | When::Clock(_) => None,
+        }
+    }
+
+    /// The period of a repeating task (as given to [`every`](Self::every) or
+    /// [`with_fixed_delay`](Self::with_fixed_delay)), to store it with the task's key and
+    /// deadline; `None` for a one-shot task.
+    pub fn period(&self) -> Option<Duration> {
+        match &self.work {
+            Work::Every(r) => Some(Duration::from_nanos(r.period)),
+            Work::Once { .. } | Work::Wake(..) => None,
         }
     }
 

@@ -398,6 +398,13 @@ impl<T> TimingWheel<T> {
     /// ([`AlreadyDue::into_item`]), and the caller runs it at once (this is what the timer
     /// service does).
     ///
+    /// Why [`reschedule`](Self::reschedule) into the past is taken instead: an entry being
+    /// rescheduled has an id its owner keeps, and handing its item back would end the entry
+    /// under that owner's feet; so it stays an entry, due, and the next `advance` hands it out
+    /// (in deadline order with the others). A new item has no id yet, so the cheaper answer is to
+    /// give it back at once, with no trip through the wheel. One rule underneath: nothing is
+    /// ever handed out before its deadline, and nothing already due waits for a tick.
+    ///
     /// # Panics
     ///
     /// Only if more than `u32::MAX - 1` entries are pending at once, which needs over 128 GiB.
@@ -441,7 +448,8 @@ impl<T> TimingWheel<T> {
     ///
     /// Returns `true` if the entry was pending and now has the new deadline, `false` if it already
     /// fired or was cancelled (or the id is stale). A deadline `<= now()` makes the entry due: the
-    /// next `advance`, even one that does not move the clock, hands it out.
+    /// next `advance`, even one that does not move the clock, hands it out (unlike
+    /// [`insert`](Self::insert), which hands such an item back: see there why).
     pub fn reschedule(&mut self, id: TimerId, deadline: u64) -> bool {
         if self.slab.get(id.slot, id.generation).is_none() {
             return false;
