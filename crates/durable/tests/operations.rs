@@ -270,3 +270,51 @@ fn the_readme_shows_the_example_as_it_is() {
         .expect("the README's durable example");
     assert_eq!(block, example);
 }
+
+/// With an `InlineExecutor`, a job due as it is armed runs on the commit thread itself: a call
+/// back into the jobs from its handler would wait for that thread, so it is refused with a typed
+/// error instead of hanging. (Run from the tick thread, as a clock move runs it, it works.)
+#[test]
+fn a_handler_run_on_the_commit_thread_gets_reentrant_not_a_deadlock() {
+    use std::sync::{Arc, Mutex};
+    let env = Env::new();
+    let timer = tickwheel::Timer::builder()
+        .clock(env.clock.clone())
+        .executor(Arc::new(tickwheel::InlineExecutor::new()))
+        .build()
+        .unwrap();
+    let answers = Arc::new(Mutex::new(Vec::new()));
+    let a = answers.clone();
+    let jobs = tickwheel_durable::Jobs::builder()
+        .timer(timer)
+        .wall_clock(tickwheel_durable::ManualWall::new(
+            env.clock.clone(),
+            env.start,
+        ))
+        .retry(tickwheel_durable::RetryPolicy::never())
+        .handler(
+            "calls-back",
+            move |cx: &tickwheel_durable::JobContext<'_>| {
+                let follow = Job::new(format!("{}-next", cx.key()), "noop", cx.deadline() + MIN);
+                let answer = cx
+                    .jobs()
+                    .schedule(follow)
+                    .map_err(|r| format!("{:?}", r.error));
+                a.lock().unwrap().push(answer);
+                Ok(())
+            },
+        )
+        .handler("noop", |_: &tickwheel_durable::JobContext<'_>| Ok(()))
+        .open(env.path())
+        .unwrap();
+    // Due as it is armed: runs on the commit thread.
+    jobs.schedule(Job::new("now", "calls-back", env.now()))
+        .unwrap();
+    // Due later: runs on the tick thread as the clock moves.
+    jobs.schedule(Job::new("later", "calls-back", env.now() + SEC))
+        .unwrap();
+    env.clock.advance(SEC);
+    jobs.sync().unwrap();
+    let answers = answers.lock().unwrap().clone();
+    assert_eq!(answers, [Err("Reentrant".to_owned()), Ok(())]);
+}
