@@ -10,9 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 
 use support::{Env, MIN, SEC, settle};
 use tickwheel_durable::store::{Applied, Counts, Cursor, Due, Op, Stored};
-use tickwheel_durable::{
-    DeadJob, Job, JobError, Jobs, RedbStore, Store, StoreError,
-};
+use tickwheel_durable::{DeadJob, Job, JobError, Jobs, RedbStore, Store, StoreError};
 
 const CHILD: &str = "DURABLE_FULL_DISK_CHILD";
 
@@ -67,7 +65,12 @@ fn a_full_disk_refuses_schedules_and_loses_nothing_acknowledged() {
     }
     let env = Env::new();
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "full_disk_child", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "full_disk_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD, env.path())
         .stderr(Stdio::null())
         .output()
@@ -75,7 +78,10 @@ fn a_full_disk_refuses_schedules_and_loses_nothing_acknowledged() {
     let out = String::from_utf8_lossy(&out.stdout);
     let acked: Vec<&str> = out.lines().filter_map(|l| l.strip_prefix("ACK ")).collect();
     let errors: Vec<&str> = out.lines().filter_map(|l| l.strip_prefix("ERR ")).collect();
-    assert!(!acked.is_empty(), "nothing acknowledged before the disk filled:\n{out}");
+    assert!(
+        !acked.is_empty(),
+        "nothing acknowledged before the disk filled:\n{out}"
+    );
     assert!(errors.len() >= 20, "the store never refused:\n{out}");
     assert!(
         errors.iter().all(|e| e.starts_with("the store failed")),
@@ -84,9 +90,16 @@ fn a_full_disk_refuses_schedules_and_loses_nothing_acknowledged() {
     // Reopened without the limit: every acknowledged job is there.
     let store = RedbStore::open(env.path()).expect("the store reopens after the failed commits");
     for key in &acked {
-        assert!(store.get(key).unwrap().is_some(), "acknowledged {key} is lost");
+        assert!(
+            store.get(key).unwrap().is_some(),
+            "acknowledged {key} is lost"
+        );
     }
-    println!("{} acknowledged, all kept; {} refused", acked.len(), errors.len());
+    println!(
+        "{} acknowledged, all kept; {} refused",
+        acked.len(),
+        errors.len()
+    );
 }
 
 /// A store whose commits fail while `failing` is set.
@@ -132,10 +145,16 @@ fn failed_commits_are_errors_and_a_runs_delete_is_kept_until_it_commits() {
         failing: failing.clone(),
     };
     let jobs = env.builder().open_store(store).unwrap();
-    jobs.schedule(Job::new("kept", "ok", env.now() + MIN)).unwrap();
+    jobs.schedule(Job::new("kept", "ok", env.now() + MIN))
+        .unwrap();
     failing.store(true, SeqCst);
-    let refused = jobs.schedule(Job::new("refused", "ok", env.now())).unwrap_err();
-    assert!(matches!(refused.error, JobError::Store(StoreError::Io(_))), "{refused:?}");
+    let refused = jobs
+        .schedule(Job::new("refused", "ok", env.now()))
+        .unwrap_err();
+    assert!(
+        matches!(refused.error, JobError::Store(StoreError::Io(_))),
+        "{refused:?}"
+    );
     assert!(matches!(jobs.cancel("kept"), Err(JobError::Store(_))));
     // The job runs while the store fails: its delete cannot commit, and is kept.
     env.clock.advance(MIN);
@@ -147,10 +166,17 @@ fn failed_commits_are_errors_and_a_runs_delete_is_kept_until_it_commits() {
     // Retried every 100 ms by the commit thread: wait for it, then check.
     let give_up = std::time::Instant::now() + 30 * SEC;
     while jobs.counts().unwrap().waiting != 0 {
-        assert!(std::time::Instant::now() < give_up, "the delete never committed");
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the delete never committed"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    assert_eq!(jobs.get("refused").unwrap(), None, "a refused schedule stored nothing");
+    assert_eq!(
+        jobs.get("refused").unwrap(),
+        None,
+        "a refused schedule stored nothing"
+    );
     env.advance(&jobs, 10 * MIN);
     assert_eq!(env.ran(), ["kept"], "ran once");
 }
