@@ -19,8 +19,8 @@ use crate::handler::Handler;
 use crate::job::wall_ns;
 use crate::retry::RetryPolicy;
 use crate::stats::{Histogram, Stats};
-use crate::store::{Applied, Cursor, Op, Store};
-use crate::window::{Place, State, Window};
+use crate::store::{Applied, Cursor, Event, Lease, Op, Store};
+use crate::window::{Entry, Place, Shard, State, Window};
 
 /// What runs jobs that were overdue when the store was opened (after a crash, or a stop longer
 /// than their delay).
@@ -136,10 +136,76 @@ impl Engine {
         Ok(engine)
     }
 
-    /// Loads the first jobs, overdue ones first: once the users' handle exists (a run needs
-    /// it). A small first read, so the first overdue job runs at once, however many are stored.
+    /// Starts watching the store's shards: each one held is loaded, overdue jobs first (once the
+    /// users' handle exists: a run needs it). For the embedded store that is its one shard, at
+    /// once, on this thread.
     pub(crate) fn begin(&self) {
-        self.load(FIRST_LOAD.min(self.config.batch));
+        let me = self.me.clone();
+        self.store.watch(Arc::new(move |event| {
+            if let Some(engine) = me.upgrade() {
+                engine.on_event(event);
+            }
+        }));
+    }
+
+    /// What the store says of its shards.
+    fn on_event(&self, event: Event) {
+        if self.closed.load(Relaxed) {
+            return;
+        }
+        match event {
+            Event::Held(lease) => {
+                let mut w = self.window.lock();
+                w.release(lease.shard); // a shard lost and taken back: from scratch
+                w.shards.insert(lease.shard, Shard::new(lease.epoch));
+                drop(w);
+                // A small first read, so the first overdue job runs at once, however many
+                // are stored.
+                self.load(lease.shard, FIRST_LOAD.min(self.config.batch));
+            }
+            Event::Lost { shard } => self.window.lock().release(shard),
+            Event::Changed {
+                shard,
+                key,
+                version,
+                deadline,
+            } => {
+                let end = self.now().saturating_add(self.config.horizon);
+                let mut w = self.window.lock();
+                let place = match deadline {
+                    Some(d) => w.stored(shard, &key, version, d, end),
+                    None => {
+                        w.forget(&key, version);
+                        Place::Elsewhere
+                    }
+                };
+                let next = w.shards.get(&shard).and_then(|s| s.next);
+                drop(w);
+                if let (Place::Arm, Some(d)) = (&place, deadline) {
+                    self.arm(vec![(key, version, d)]);
+                }
+                if let Some(next) = next {
+                    self.load_at(shard, next.saturating_sub(self.config.horizon));
+                }
+            }
+            Event::Resync => {
+                let shards: Vec<(u32, u64)> = {
+                    let mut w = self.window.lock();
+                    (w.shards.iter_mut())
+                        .map(|(&id, s)| {
+                            // Read again from the start: what is in memory is skipped by
+                            // version.
+                            s.cursor = None;
+                            s.next = None;
+                            (id, s.epoch)
+                        })
+                        .collect()
+                };
+                for (shard, _) in shards {
+                    self.load(shard, self.config.batch);
+                }
+            }
+        }
     }
 
     /// The wall clock now, ns.
@@ -204,9 +270,10 @@ impl Engine {
         }
     }
 
-    /// Reads the next jobs after the cursor, up to the horizon's end and `limit`, into the
-    /// window; arms them (or, overdue at open and misfired, buries them); and sets the next load.
-    pub(crate) fn load(&self, limit: usize) {
+    /// Reads the next jobs of `shard` after its cursor, up to the horizon's end and `limit`,
+    /// into the window; arms them (or, overdue at open and misfired, buries them); and sets the
+    /// shard's next load.
+    pub(crate) fn load(&self, shard: u32, limit: usize) {
         if self.closed.load(Relaxed) {
             return;
         }
@@ -214,19 +281,22 @@ impl Engine {
         let until = now.saturating_add(self.config.horizon);
         let mut arm = Vec::new();
         let mut bury = Vec::new();
-        let full;
-        {
+        let (full, next) = {
             let mut w = self.window.lock();
+            let Some(s) = w.shards.get(&shard) else {
+                return; // not held (any more)
+            };
+            let (epoch, cursor) = (s.epoch, s.cursor.clone());
             self.counters.reads.fetch_add(1, Relaxed);
-            let due = match self.store.due(w.cursor.as_ref(), until, limit) {
+            let due = match self.store.due(shard, cursor.as_ref(), until, limit) {
                 Ok(due) => due,
                 Err(_) => {
                     drop(w);
                     // The store failed to read: try again in a second.
-                    return self.load_at(now.saturating_add(RELOAD_AFTER_ERROR));
+                    return self.load_at(shard, now.saturating_add(RELOAD_AFTER_ERROR));
                 }
             };
-            full = due.jobs.len() == limit;
+            let full = due.jobs.len() == limit;
             let last = due.jobs.last().map(|s| (s.job.deadline, s.job.key.clone()));
             for s in due.jobs {
                 let key = s.job.key;
@@ -242,40 +312,44 @@ impl Engine {
                         reason,
                         at: now,
                         failed: false,
+                        lease: Lease { shard, epoch },
                     });
                     continue;
                 }
-                w.entries.insert(
-                    key.clone(),
-                    crate::window::Entry {
-                        version: s.version,
-                        deadline: s.job.deadline,
-                        state: State::Armed(None),
-                    },
-                );
+                let entry = Entry {
+                    shard,
+                    version: s.version,
+                    deadline: s.job.deadline,
+                    state: State::Armed(None),
+                };
+                w.entries.insert(key.clone(), entry);
                 arm.push((key, s.version, s.job.deadline));
             }
+            let s = w
+                .shards
+                .get_mut(&shard)
+                .expect("held: checked under this lock");
             match (full, last) {
                 (true, Some((d, k))) => {
-                    w.advance(Cursor::At(d, k));
-                    w.next = Some(d);
+                    s.advance(Cursor::At(d, k));
+                    s.next = Some(d);
                 }
                 _ => {
-                    w.advance(Cursor::Through(until));
-                    w.next = due.next;
+                    s.advance(Cursor::Through(until));
+                    s.next = due.next;
                 }
             }
-        }
+            (full, s.next)
+        };
         self.counters.dead.fetch_add(bury.len() as u64, Relaxed);
         self.counters.misfired.fetch_add(bury.len() as u64, Relaxed);
         for op in bury {
             self.commit_later(op);
         }
         self.arm(arm);
-        let next = self.window.lock().next;
         match (full, next) {
-            (true, _) => self.load_at(now),
-            (false, Some(next)) => self.load_at(next.saturating_sub(self.config.horizon)),
+            (true, _) => self.load_at(shard, now),
+            (false, Some(next)) => self.load_at(shard, next.saturating_sub(self.config.horizon)),
             (false, None) => {}
         }
     }
@@ -295,43 +369,53 @@ impl Engine {
         skip.then(|| format!("misfired: {late:?} overdue when the store was opened"))
     }
 
-    /// Sets the next load for wall-clock time `at` (ns), unless one is set no later.
-    pub(crate) fn load_at(&self, at: u64) {
+    /// Sets the next load of `shard` for wall-clock time `at` (ns), unless one is set no later.
+    pub(crate) fn load_at(&self, shard: u32, at: u64) {
         if self.closed.load(Relaxed) {
             return;
         }
-        let mut w = self.window.lock();
-        if let Some((_, when)) = &w.load
-            && *when <= at
         {
-            return;
+            let mut w = self.window.lock();
+            let Some(s) = w.shards.get_mut(&shard) else {
+                return;
+            };
+            if let Some((_, when)) = &s.load
+                && *when <= at
+            {
+                return;
+            }
+            if let Some((old, _)) = s.load.take() {
+                old.cancel();
+            }
         }
-        if let Some((old, _)) = w.load.take() {
-            old.cancel();
-        }
-        drop(w);
         let me = self.me.clone();
         let delay = Duration::from_nanos(at.saturating_sub(self.now()));
         let task = Task::after(delay, move || {
             if let Some(engine) = me.upgrade() {
-                engine.window.lock().load = None;
-                engine.load(engine.config.batch);
+                if let Some(s) = engine.window.lock().shards.get_mut(&shard) {
+                    s.load = None;
+                }
+                engine.load(shard, engine.config.batch);
             }
         });
-        if let Ok(handle) = self.timer.add_or_submit(task) {
-            let mut w = self.window.lock();
-            // Another load may have been set meanwhile: keep the earlier.
-            match &w.load {
-                Some((_, when)) if *when <= at => drop(handle.cancel()),
-                _ => {
-                    if let Some((old, _)) = w.load.replace((handle.clone(), at)) {
-                        old.cancel();
-                    }
-                    // It may have run (and cleared `load`) before this: harmless, a load reads
-                    // from the cursor.
-                    if handle.is_done() {
-                        w.load = None;
-                    }
+        let Ok(handle) = self.timer.add_or_submit(task) else {
+            return; // closing
+        };
+        let mut w = self.window.lock();
+        let Some(s) = w.shards.get_mut(&shard) else {
+            handle.cancel();
+            return;
+        };
+        match &s.load {
+            // Another load was set meanwhile: keep the earlier.
+            Some((_, when)) if *when <= at => {
+                handle.cancel();
+            }
+            // Ran already (an inline executor runs it inside the add): nothing to keep.
+            _ if handle.is_done() => {}
+            _ => {
+                if let Some((old, _)) = s.load.replace((handle, at)) {
+                    old.cancel();
                 }
             }
         }
@@ -364,7 +448,9 @@ impl Engine {
                     e.state = State::Armed(Some(handle));
                 }
                 // Fired already (running, or done), or replaced meanwhile.
-                _ => drop(handle.cancel()),
+                _ => {
+                    handle.cancel();
+                }
             }
         }
     }
@@ -401,8 +487,10 @@ impl Engine {
         }
         {
             let mut w = self.window.lock();
-            if let Some((h, _)) = w.load.take() {
-                h.cancel();
+            for s in w.shards.values_mut() {
+                if let Some((h, _)) = s.load.take() {
+                    h.cancel();
+                }
             }
             let keys: Vec<String> = w.entries.keys().cloned().collect();
             for key in keys {
@@ -450,15 +538,19 @@ const FIRST_LOAD: usize = 256;
 const RELOAD_AFTER_ERROR: u64 = 1_000_000_000;
 
 impl Committed for Engine {
-    /// Moves the committed changes into the window: stored jobs are armed (if the window covers
-    /// them, or can), removed ones disarmed.
+    /// Moves the committed changes into the window: stored jobs are armed (if their shard is
+    /// held here and the window covers them, or can), removed ones disarmed.
     fn committed(&self, ops: &[Op], applied: &mut [Applied]) {
         let end = self.now().saturating_add(self.config.horizon);
         let mut arm = Vec::new();
+        let mut touched = Vec::new();
         let mut w = self.window.lock();
         let mut place = |w: &mut Window, key: &str, version: u64, deadline: u64| {
-            if w.stored(key, version, deadline, end) == Place::Arm {
-                arm.push((key.to_owned(), version, deadline));
+            let shard = self.store.shard_of(key);
+            match w.stored(shard, key, version, deadline, end) {
+                Place::Arm => arm.push((key.to_owned(), version, deadline)),
+                Place::Disk => touched.push(shard),
+                Place::Elsewhere => {}
             }
         };
         for (op, applied) in ops.iter().zip(applied.iter_mut()) {
@@ -484,13 +576,17 @@ impl Committed for Engine {
                 _ => {}
             }
         }
-        let next = w.next;
+        touched.sort_unstable();
+        touched.dedup();
+        let loads: Vec<(u32, u64)> = (touched.iter())
+            .filter_map(|&shard| Some((shard, w.shards.get(&shard)?.next?)))
+            .collect();
         drop(w);
         self.arm(arm);
-        // A job stored past the cursor, due within the horizon, with stored jobs before it: the
+        // A job stored past a cursor, due within the horizon, with stored jobs before it: the
         // window must read them first.
-        if let Some(next) = next {
-            self.load_at(next.saturating_sub(self.config.horizon));
+        for (shard, next) in loads {
+            self.load_at(shard, next.saturating_sub(self.config.horizon));
         }
     }
 }

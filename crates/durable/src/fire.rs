@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use crate::Jobs;
 use crate::engine::Engine;
 use crate::handler::JobContext;
-use crate::store::Op;
+use crate::store::{Lease, Op};
 use crate::window::State;
 
 thread_local! {
@@ -34,14 +34,25 @@ impl Engine {
             return;
         }
         let now = self.now();
-        {
+        let lease = {
             let mut w = self.window.lock();
-            let Some(e) = w.entries.get_mut(key) else {
+            let Some(e) = w.entries.get(key) else {
                 return; // cancelled, or moved out of the window
             };
             if e.version != version || !matches!(e.state, State::Armed(_)) {
                 return; // replaced meanwhile: the new version has a task of its own
             }
+            let shard = e.shard;
+            let Some(epoch) = w.epoch(shard) else {
+                return; // its shard is not held here any more
+            };
+            let lease = Lease { shard, epoch };
+            if !self.store.holds(lease) {
+                // The lease may pass to another node any moment: this node fires nothing more
+                // of the shard (its loss is on its way as an event).
+                return w.release(shard);
+            }
+            let e = w.entries.get_mut(key).expect("looked up under this lock");
             if now < e.deadline {
                 // The wall clock reads earlier than the timer's mapping said (it was set back):
                 // never run before the wall clock reads the deadline.
@@ -51,10 +62,11 @@ impl Engine {
                 return self.arm(vec![(key.to_owned(), version, deadline)]);
             }
             e.state = State::Running;
-        }
+            lease
+        };
         *self.running.lock() += 1;
         IN_HANDLER.with(|c| c.set(c.get() + 1));
-        self.run(key, version, now);
+        self.run(key, version, now, lease);
         IN_HANDLER.with(|c| c.set(c.get() - 1));
         let mut running = self.running.lock();
         *running -= 1;
@@ -64,7 +76,7 @@ impl Engine {
     }
 
     /// Runs the claimed job `key` at `version`, and sends its outcome.
-    fn run(self: &Arc<Self>, key: &str, version: u64, now: u64) {
+    fn run(self: &Arc<Self>, key: &str, version: u64, now: u64, lease: Lease) {
         self.counters.reads.fetch_add(1, Relaxed);
         let stored = match self.store.get(key) {
             Ok(Some(s)) if s.version == version => s,
@@ -112,6 +124,7 @@ impl Engine {
                 Op::Complete {
                     key: key.to_owned(),
                     version,
+                    lease,
                 }
             }
             Some(reason) => {
@@ -124,6 +137,7 @@ impl Engine {
                             key: key.to_owned(),
                             version,
                             deadline: end.saturating_add(delay),
+                            lease,
                         }
                     }
                     None => {
@@ -134,6 +148,7 @@ impl Engine {
                             reason,
                             at: end,
                             failed: true,
+                            lease,
                         }
                     }
                 }

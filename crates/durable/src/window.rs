@@ -1,16 +1,20 @@
-//! The window: which stored jobs are in memory (armed in the timer, or running), and where the
-//! in-memory part of the store ends.
+//! The window: which stored jobs are in memory (armed in the timer, or running), and, for each
+//! shard this node holds, where the in-memory part of the store ends.
 //!
-//! Invariant, under the window's lock: every stored job that the [`Cursor`] covers is in memory
-//! (an entry here), or being handed on by the load that covered it, or running, or done and
-//! about to be deleted. `next` is no later than the deadline of every stored job the cursor does
-//! not cover (`None`: there is no such job). The store is read only to move the cursor: a range
-//! read from the cursor on, taken under the lock, so a commit's report (which takes the lock
-//! after the commit) either sees the moved cursor or was seen by the read.
+//! A store is cut into shards by key ([`Store::shard_of`](crate::Store::shard_of)); one node
+//! fires the jobs of the shards it holds (the embedded store has one shard, always held). For
+//! each held shard, under the window's lock:
 //!
-//! A job stored after the cursor and due within the horizon is covered at once, by moving the
-//! cursor to it, when nothing stored lies between (`next` is later): in steady state, schedules
-//! inside the horizon go straight into the timer and the store is not read at all.
+//! - every stored job of the shard at or before its [`Cursor`] is in memory (an entry here), or
+//!   being handed on by the load that covered it, or running, or done and about to be deleted;
+//! - `next` is no later than the deadline of every stored job of the shard past the cursor
+//!   (`None`: there is no such job).
+//!
+//! The store is read only to move a cursor: a range read from it, taken under the lock, so a
+//! commit's report (which takes the lock after the commit) either sees the moved cursor or was
+//! seen by the read. A job stored after the cursor and due within the horizon is covered at once,
+//! by moving the cursor to it, when nothing stored lies between (`next` is later): in steady
+//! state, schedules inside the horizon go straight into the timer and the store is not read.
 
 use std::collections::HashMap;
 
@@ -21,17 +25,27 @@ use crate::store::Cursor;
 /// The in-memory window.
 #[derive(Default)]
 pub(crate) struct Window {
+    /// The shards this node holds.
+    pub(crate) shards: HashMap<u32, Shard>,
+    pub(crate) entries: HashMap<String, Entry>,
+}
+
+/// A held shard's part of the window.
+#[derive(Default)]
+pub(crate) struct Shard {
+    /// The lease under which this node holds it (0 for a store with one node).
+    pub(crate) epoch: u64,
     /// Every stored job at or before it is in memory; `None`: none is yet.
     pub(crate) cursor: Option<Cursor>,
     /// No later than the deadline of every stored job past the cursor; `None`: there is none.
     pub(crate) next: Option<u64>,
-    pub(crate) entries: HashMap<String, Entry>,
     /// The timer task of the next load, and the wall-clock time it runs at (ns).
     pub(crate) load: Option<(TimerHandle, u64)>,
 }
 
 /// A job in memory.
 pub(crate) struct Entry {
+    pub(crate) shard: u32,
     pub(crate) version: u64,
     /// Wall-clock ns.
     pub(crate) deadline: u64,
@@ -52,40 +66,24 @@ pub(crate) enum Place {
     Arm,
     /// It stays on disk; a load will bring it.
     Disk,
+    /// Its shard is not held here: another node fires it.
+    Elsewhere,
 }
 
-impl Window {
+impl Shard {
+    /// A shard just taken under `epoch`: nothing of it in memory yet.
+    pub(crate) fn new(epoch: u64) -> Shard {
+        Shard {
+            epoch,
+            ..Shard::default()
+        }
+    }
+
     /// True if the cursor covers a job at `deadline` with `key`.
     pub(crate) fn covers(&self, deadline: u64, key: &str) -> bool {
         self.cursor
             .as_ref()
             .is_some_and(|c| c.covers(deadline, key))
-    }
-
-    /// Job `key` was stored at `version`, due at `deadline` (wall ns); `horizon_end`: the end of
-    /// the horizon now. Any older entry of the key is dropped (its timer task cancelled).
-    pub(crate) fn stored(
-        &mut self,
-        key: &str,
-        version: u64,
-        deadline: u64,
-        horizon_end: u64,
-    ) -> Place {
-        self.forget_any(key);
-        if self.covers(deadline, key) || self.extend_to(deadline, key, horizon_end) {
-            self.entries.insert(
-                key.to_owned(),
-                Entry {
-                    version,
-                    deadline,
-                    state: State::Armed(None),
-                },
-            );
-            Place::Arm
-        } else {
-            self.next = Some(self.next.map_or(deadline, |n| n.min(deadline)));
-            Place::Disk
-        }
     }
 
     /// Moves the cursor to `(deadline, key)`, a job past it, if that is within the horizon and
@@ -97,6 +95,53 @@ impl Window {
         }
         self.cursor = Some(Cursor::At(deadline, key.to_owned()));
         true
+    }
+
+    /// Moves the cursor forward to `to` (never back).
+    pub(crate) fn advance(&mut self, to: Cursor) {
+        let later = match (&self.cursor, &to) {
+            (None, _) => true,
+            (Some(Cursor::At(d, k)), Cursor::At(d2, k2)) => (d2, k2) > (d, k),
+            (Some(Cursor::At(d, _)), Cursor::Through(d2)) => d2 >= d,
+            (Some(Cursor::Through(d)), Cursor::At(d2, _)) => d2 > d,
+            (Some(Cursor::Through(d)), Cursor::Through(d2)) => d2 > d,
+        };
+        if later {
+            self.cursor = Some(to);
+        }
+    }
+}
+
+impl Window {
+    /// Job `key` of `shard` was stored at `version`, due at `deadline` (wall ns); `horizon_end`:
+    /// the end of the horizon now. Any older entry of the key is dropped (its timer task
+    /// cancelled).
+    pub(crate) fn stored(
+        &mut self,
+        shard: u32,
+        key: &str,
+        version: u64,
+        deadline: u64,
+        horizon_end: u64,
+    ) -> Place {
+        self.forget_any(key);
+        let Some(s) = self.shards.get_mut(&shard) else {
+            return Place::Elsewhere;
+        };
+        if s.covers(deadline, key) || s.extend_to(deadline, key, horizon_end) {
+            let state = State::Armed(None);
+            let entry = Entry {
+                shard,
+                version,
+                deadline,
+                state,
+            };
+            self.entries.insert(key.to_owned(), entry);
+            Place::Arm
+        } else {
+            s.next = Some(s.next.map_or(deadline, |n| n.min(deadline)));
+            Place::Disk
+        }
     }
 
     /// Drops the entry of `key` whatever its version, cancelling its timer task. Returns whether
@@ -125,18 +170,26 @@ impl Window {
         }
     }
 
-    /// Moves the cursor forward to `to` (never back).
-    pub(crate) fn advance(&mut self, to: Cursor) {
-        let later = match (&self.cursor, &to) {
-            (None, _) => true,
-            (Some(Cursor::At(d, k)), Cursor::At(d2, k2)) => (d2, k2) > (d, k),
-            (Some(Cursor::At(d, _)), Cursor::Through(d2)) => d2 >= d,
-            (Some(Cursor::Through(d)), Cursor::At(d2, _)) => d2 > d,
-            (Some(Cursor::Through(d)), Cursor::Through(d2)) => d2 > d,
-        };
-        if later {
-            self.cursor = Some(to);
+    /// This node no longer holds `shard`: its jobs leave memory (armed ones are disarmed; a
+    /// running one finishes, its outcome fenced off by the lost lease).
+    pub(crate) fn release(&mut self, shard: u32) {
+        if let Some(mut s) = self.shards.remove(&shard)
+            && let Some((load, _)) = s.load.take()
+        {
+            load.cancel();
         }
+        let keys: Vec<String> = (self.entries.iter())
+            .filter(|(_, e)| e.shard == shard)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            self.forget_any(&key);
+        }
+    }
+
+    /// The epoch under which `shard` is held here, if it is.
+    pub(crate) fn epoch(&self, shard: u32) -> Option<u64> {
+        self.shards.get(&shard).map(|s| s.epoch)
     }
 }
 
@@ -144,41 +197,50 @@ impl Window {
 mod tests {
     use super::*;
 
+    fn held(cursor: Cursor) -> Window {
+        let mut w = Window::default();
+        let mut s = Shard::new(0);
+        s.cursor = Some(cursor);
+        w.shards.insert(0, s);
+        w
+    }
+
     #[test]
     fn a_job_past_the_cursor_is_covered_only_with_nothing_stored_between() {
-        let mut w = Window {
-            cursor: Some(Cursor::Through(100)),
-            ..Window::default()
-        };
+        let mut w = held(Cursor::Through(100));
         // Nothing stored past the cursor: a job within the horizon moves it.
-        assert_eq!(w.stored("a", 1, 150, 1000), Place::Arm);
-        assert_eq!(w.cursor, Some(Cursor::At(150, "a".into())));
+        assert_eq!(w.stored(0, "a", 1, 150, 1000), Place::Arm);
+        assert_eq!(w.shards[&0].cursor, Some(Cursor::At(150, "a".into())));
         // Past the horizon: stays on disk, and bounds `next`.
-        assert_eq!(w.stored("b", 2, 5000, 1000), Place::Disk);
-        assert_eq!(w.next, Some(5000));
+        assert_eq!(w.stored(0, "b", 2, 5000, 1000), Place::Disk);
+        assert_eq!(w.shards[&0].next, Some(5000));
         // Before `next`: covered.
-        assert_eq!(w.stored("c", 3, 400, 1000), Place::Arm);
+        assert_eq!(w.stored(0, "c", 3, 400, 1000), Place::Arm);
         // A job stored on disk lies before this one: it must wait for a load.
-        w.next = Some(500);
-        assert_eq!(w.stored("d", 4, 600, 1000), Place::Disk);
-        assert_eq!(w.next, Some(500));
+        w.shards.get_mut(&0).unwrap().next = Some(500);
+        assert_eq!(w.stored(0, "d", 4, 600, 1000), Place::Disk);
+        assert_eq!(w.shards[&0].next, Some(500));
         // Covered already.
-        assert_eq!(w.stored("e", 5, 50, 1000), Place::Arm);
+        assert_eq!(w.stored(0, "e", 5, 50, 1000), Place::Arm);
+        // Another shard: not held here.
+        assert_eq!(w.stored(7, "f", 6, 50, 1000), Place::Elsewhere);
         assert_eq!(w.entries.len(), 3);
+        w.release(0);
+        assert!(w.entries.is_empty() && w.epoch(0).is_none());
     }
 
     #[test]
     fn the_cursor_only_moves_forward() {
-        let mut w = Window::default();
-        w.advance(Cursor::At(10, "b".into()));
-        w.advance(Cursor::At(10, "a".into()));
-        assert_eq!(w.cursor, Some(Cursor::At(10, "b".into())));
-        w.advance(Cursor::Through(9));
-        assert_eq!(w.cursor, Some(Cursor::At(10, "b".into())));
-        w.advance(Cursor::Through(10));
-        assert_eq!(w.cursor, Some(Cursor::Through(10)));
-        w.advance(Cursor::At(10, "z".into()));
-        assert_eq!(w.cursor, Some(Cursor::Through(10)));
-        assert!(w.covers(10, "zzz") && !w.covers(11, ""));
+        let mut s = Shard::new(0);
+        s.advance(Cursor::At(10, "b".into()));
+        s.advance(Cursor::At(10, "a".into()));
+        assert_eq!(s.cursor, Some(Cursor::At(10, "b".into())));
+        s.advance(Cursor::Through(9));
+        assert_eq!(s.cursor, Some(Cursor::At(10, "b".into())));
+        s.advance(Cursor::Through(10));
+        assert_eq!(s.cursor, Some(Cursor::Through(10)));
+        s.advance(Cursor::At(10, "z".into()));
+        assert_eq!(s.cursor, Some(Cursor::Through(10)));
+        assert!(s.covers(10, "zzz") && !s.covers(11, ""));
     }
 }

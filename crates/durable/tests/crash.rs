@@ -160,7 +160,7 @@ fn waiting_keys(dir: &Path) -> HashSet<String> {
     let store = tickwheel_durable::RedbStore::open(dir.join("jobs.redb")).expect("reopens");
     use tickwheel_durable::Store;
     store
-        .due(None, u64::MAX, usize::MAX)
+        .due(0, None, u64::MAX, usize::MAX)
         .expect("reads")
         .jobs
         .into_iter()

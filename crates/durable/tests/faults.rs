@@ -116,8 +116,14 @@ impl Store for Flaky {
         }
         self.inner.apply(ops, durable)
     }
-    fn due(&self, after: Option<&Cursor>, until: u64, limit: usize) -> Result<Due, StoreError> {
-        self.inner.due(after, until, limit)
+    fn due(
+        &self,
+        shard: u32,
+        after: Option<&Cursor>,
+        until: u64,
+        limit: usize,
+    ) -> Result<Due, StoreError> {
+        self.inner.due(shard, after, until, limit)
     }
     fn get(&self, key: &str) -> Result<Option<Stored>, StoreError> {
         self.inner.get(key)

@@ -9,6 +9,8 @@
 mod record;
 mod redb;
 
+use std::sync::Arc;
+
 use crate::error::StoreError;
 use crate::job::{DeadJob, Job};
 
@@ -50,12 +52,16 @@ pub enum Op {
         /// Its new deadline.
         deadline: u64,
     },
-    /// Removes job `key` if it still has `version`: its handler succeeded.
+    /// Removes job `key` if it still has `version`: its handler succeeded. (These last three
+    /// carry the lease the run was under: a store for many nodes applies them only while that
+    /// lease holds, so a node that lost a shard cannot undo what its new holder does.)
     Complete {
         /// Its key.
         key: String,
         /// The version that ran.
         version: u64,
+        /// The lease it ran under.
+        lease: Lease,
     },
     /// Counts a failed attempt of job `key` if it still has `version`, and moves it to
     /// `deadline`.
@@ -66,6 +72,8 @@ pub enum Op {
         version: u64,
         /// When it runs again.
         deadline: u64,
+        /// The lease it ran under.
+        lease: Lease,
     },
     /// Moves job `key`, if it still has `version`, to the dead-letter set, saying why;
     /// `failed`: its run that just failed counts as an attempt.
@@ -80,6 +88,8 @@ pub enum Op {
         at: u64,
         /// Count its failed run as an attempt.
         failed: bool,
+        /// The lease it ran (or was skipped) under.
+        lease: Lease,
     },
     /// Moves dead job `key` back among the waiting ones, due at `deadline`, its attempts reset.
     Requeue {
@@ -139,6 +149,46 @@ impl Cursor {
     }
 }
 
+/// A shard held under an epoch: the token a run's outcome carries (see [`Op::Complete`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Lease {
+    /// The shard.
+    pub shard: u32,
+    /// Which holding of it (a number that grows each time a node takes the shard).
+    pub epoch: u64,
+}
+
+/// What a store tells the jobs of itself: which shards this node may fire, and changes another
+/// node made to jobs of those shards.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// This node holds this lease from now on (until `Lost`): load the shard's jobs and fire
+    /// them.
+    Held(Lease),
+    /// This node no longer holds `shard`: stop firing its jobs.
+    Lost {
+        /// The shard.
+        shard: u32,
+    },
+    /// Another node stored job `key` of a shard this node holds, at `version`, due at
+    /// `deadline` (wall ns), or removed it (`None`).
+    Changed {
+        /// Its shard.
+        shard: u32,
+        /// Its key.
+        key: String,
+        /// Its version.
+        version: u64,
+        /// Its deadline, or `None` if it was removed.
+        deadline: Option<u64>,
+    },
+    /// Changes may have been missed (a lost connection): read every held shard again.
+    Resync,
+}
+
+/// Where a store sends its [`Event`]s (from a thread of its own).
+pub type Events = Arc<dyn Fn(Event) + Send + Sync>;
+
 /// How many jobs a store holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counts {
@@ -160,9 +210,35 @@ pub trait Store: Send + Sync + 'static {
     /// every earlier commit durable.
     fn apply(&self, ops: &[Op], durable: bool) -> Result<Vec<Applied>, StoreError>;
 
-    /// The waiting jobs after `after` (all of them if `None`), due at or before `until`, in
-    /// deadline order, at most `limit` of them.
-    fn due(&self, after: Option<&Cursor>, until: u64, limit: usize) -> Result<Due, StoreError>;
+    /// The waiting jobs of `shard` after `after` (all of them if `None`), due at or before
+    /// `until`, in deadline order, at most `limit` of them.
+    fn due(
+        &self,
+        shard: u32,
+        after: Option<&Cursor>,
+        until: u64,
+        limit: usize,
+    ) -> Result<Due, StoreError>;
+
+    /// The shard of job `key` (a store with one shard: 0).
+    fn shard_of(&self, key: &str) -> u32 {
+        let _ = key;
+        0
+    }
+
+    /// Starts telling `events` which shards this node holds, and what other nodes change in
+    /// them. A store for one node holds its one shard for ever: it says so once, here.
+    fn watch(&self, events: Events) {
+        events(Event::Held(Lease::default()));
+    }
+
+    /// Whether this node may still fire jobs under `lease` now, by its own clock, without a
+    /// query: a node stops firing a shard before its lease can have passed to another node. A
+    /// store for one node always may.
+    fn holds(&self, lease: Lease) -> bool {
+        let _ = lease;
+        true
+    }
 
     /// The waiting job `key`.
     fn get(&self, key: &str) -> Result<Option<Stored>, StoreError>;

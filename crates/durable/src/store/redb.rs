@@ -220,7 +220,7 @@ impl Writer<'_> {
         Ok(match op {
             Op::Insert { jobs, upsert } => self.insert(jobs, *upsert)?,
             Op::Cancel { key } => Applied::Removed(self.remove(key, None)?.map(|(_, v, _)| v)),
-            Op::Complete { key, version } => {
+            Op::Complete { key, version, .. } => {
                 Applied::Removed(self.remove(key, Some(*version))?.map(|(_, v, _)| v))
             }
             Op::Reschedule { key, deadline } => Applied::Moved(self.mv(key, None, *deadline, 0)?),
@@ -228,6 +228,7 @@ impl Writer<'_> {
                 key,
                 version,
                 deadline,
+                ..
             } => Applied::Moved(self.mv(key, Some(*version), *deadline, 1)?),
             Op::Bury {
                 key,
@@ -235,6 +236,7 @@ impl Writer<'_> {
                 reason,
                 at,
                 failed,
+                ..
             } => match self.remove(key, Some(*version))? {
                 None => Applied::Removed(None),
                 Some((record, v, _)) => {
@@ -430,7 +432,13 @@ impl Store for RedbStore {
         self.with_db(|db| self.write(db, ops, durable))
     }
 
-    fn due(&self, after: Option<&Cursor>, until: u64, limit: usize) -> Result<Due, StoreError> {
+    fn due(
+        &self,
+        _shard: u32,
+        after: Option<&Cursor>,
+        until: u64,
+        limit: usize,
+    ) -> Result<Due, StoreError> {
         self.with_db(|db| {
             let tx = db.begin_read().map_err(fail)?;
             let due = tx.open_table(DUE).map_err(fail)?;
