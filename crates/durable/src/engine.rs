@@ -458,6 +458,10 @@ impl Engine {
     /// The stats of the engine.
     pub(crate) fn stats(&self) -> Stats {
         let c = &self.counters;
+        let (in_memory, shards) = {
+            let w = self.window.lock();
+            (w.entries.len() as u64, w.shards.len() as u64)
+        };
         let mut s = Stats {
             scheduled: c.scheduled.load(Relaxed),
             fired: c.fired.load(Relaxed),
@@ -466,7 +470,8 @@ impl Engine {
             dead: c.dead.load(Relaxed),
             misfired: c.misfired.load(Relaxed),
             cancelled: c.cancelled.load(Relaxed),
-            in_memory: self.window.lock().entries.len() as u64,
+            in_memory,
+            shards,
             lateness_p50: self.lateness.quantile(0.5),
             lateness_p99: self.lateness.quantile(0.99),
             lateness_max: self.lateness.max(),

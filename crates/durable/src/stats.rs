@@ -25,6 +25,9 @@ pub struct Stats {
     pub cancelled: u64,
     /// Jobs in the in-memory window now (armed in the timer, or running).
     pub in_memory: u64,
+    /// Shards this node holds now (the embedded store: its one shard; a store for many nodes:
+    /// this node's share).
+    pub shards: u64,
     /// Lateness of runs, from the job's wall-clock deadline to its handler's start: median.
     pub lateness_p50: Duration,
     /// The same, 99th percentile.

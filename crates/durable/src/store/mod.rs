@@ -6,6 +6,8 @@
 //! reads (the window's ordered range reads, `get`, counts). Reads see every batch committed
 //! before they began.
 
+#[cfg(feature = "postgres")]
+mod pg;
 mod record;
 mod redb;
 
@@ -14,6 +16,8 @@ use std::sync::Arc;
 use crate::error::StoreError;
 use crate::job::{DeadJob, Job};
 
+#[cfg(feature = "postgres")]
+pub use self::pg::{PgOptions, PgStore};
 pub use self::redb::RedbStore;
 
 /// A job as stored, with its version: a number the store gives each write of a job (schedule,

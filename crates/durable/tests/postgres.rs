@@ -1,0 +1,282 @@
+//! The PostgreSQL store against the real server of the machine (127.0.0.1:5432, database
+//! `test`; `TICKWHEEL_PG` overrides the connection string). Each test works in a schema of its
+//! own, dropped at the end. Without a server, each test says so and passes without testing:
+//! `cargo test -p tickwheel-durable --features postgres`.
+#![cfg(feature = "postgres")]
+
+mod support;
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use support::{Env, HOUR, MIN, SEC, settle};
+use tickwheel_durable::store::{Lease, Op, PgOptions, PgStore};
+use tickwheel_durable::{Job, JobContext, JobError, Jobs, Store};
+
+fn conninfo() -> String {
+    std::env::var("TICKWHEEL_PG")
+        .unwrap_or_else(|_| "host=127.0.0.1 user=postgres dbname=test".to_owned())
+}
+
+/// A schema of the test's own, dropped when this goes.
+struct Schema(String);
+
+impl Schema {
+    /// `None` (and a line saying why) if there is no server to test against.
+    fn new(test: &str) -> Option<Schema> {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let name = format!(
+            "tw_{test}_{}_{}",
+            std::process::id(),
+            N.fetch_add(1, Relaxed)
+        );
+        match postgres::Client::connect(&conninfo(), postgres::NoTls) {
+            Ok(_) => Some(Schema(name)),
+            Err(e) => {
+                eprintln!("SKIPPED: no PostgreSQL at {:?}: {e}", conninfo());
+                None
+            }
+        }
+    }
+
+    fn options(&self, node: &str) -> PgOptions {
+        PgOptions::new(conninfo())
+            .schema(self.0.clone())
+            .shards(8)
+            .lease(Duration::from_millis(900))
+            .node(node)
+            .notify_within(Duration::from_secs(365 * 24 * 3600))
+    }
+
+    fn sql(&self, statement: &str) {
+        let mut c = postgres::Client::connect(&conninfo(), postgres::NoTls).unwrap();
+        c.batch_execute(&statement.replace("{s}", &self.0)).unwrap();
+    }
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        if let Ok(mut c) = postgres::Client::connect(&conninfo(), postgres::NoTls) {
+            let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.0));
+        }
+    }
+}
+
+/// Waits until `f` holds, up to `limit` (real-clock tests: generous bounds, never a figure).
+fn eventually(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let give_up = Instant::now() + limit;
+    while !f() {
+        assert!(Instant::now() < give_up, "not within {limit:?}: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn one_node_schedules_fires_and_forgets_on_the_manual_clock() {
+    let Some(schema) = Schema::new("one") else {
+        return;
+    };
+    let env = Env::new();
+    let store = PgStore::open(schema.options("solo")).unwrap();
+    let jobs = env.builder().open_store(store).unwrap();
+    eventually(10 * SEC, "all shards held", || jobs.stats().shards == 8);
+    jobs.schedule(Job::new("order-1", "ok", env.now() + 15 * MIN))
+        .unwrap();
+    let dup = jobs
+        .schedule(Job::new("order-1", "ok", env.now()))
+        .unwrap_err();
+    assert!(matches!(dup.error, JobError::Duplicate(_)));
+    jobs.schedule(Job::new("order-2", "ok", env.now() + HOUR))
+        .unwrap();
+    assert!(jobs.cancel("order-2").unwrap());
+    assert!(!jobs.cancel("order-2").unwrap());
+    jobs.schedule(Job::new("order-3", "ok", env.now() + 3 * HOUR))
+        .unwrap();
+    assert!(jobs.reschedule("order-3", env.now() + 20 * MIN).unwrap());
+    env.advance(&jobs, 15 * MIN - SEC);
+    assert!(env.ran().is_empty(), "early");
+    env.advance(&jobs, SEC);
+    assert_eq!(env.ran(), ["order-1"]);
+    env.advance(&jobs, 5 * MIN);
+    assert_eq!(env.ran(), ["order-1", "order-3"]);
+    assert_eq!(jobs.counts().unwrap().waiting, 0);
+    let batch: Vec<Job> = (0..500)
+        .map(|i| Job::new(format!("b{i}"), "ok", env.now() + MIN).with_payload(vec![1; 64]))
+        .collect();
+    jobs.schedule_batch(batch).unwrap();
+    env.advance(&jobs, MIN);
+    assert_eq!(env.ran().len(), 502);
+}
+
+#[test]
+fn failures_go_to_the_dead_letters_and_come_back() {
+    let Some(schema) = Schema::new("dead") else {
+        return;
+    };
+    let env = Env::new();
+    let store = PgStore::open(schema.options("solo")).unwrap();
+    let jobs = env
+        .builder()
+        .retry(tickwheel_durable::RetryPolicy::new(2).backoff(SEC, 1))
+        .open_store(store)
+        .unwrap();
+    eventually(10 * SEC, "all shards held", || jobs.stats().shards == 8);
+    jobs.schedule(Job::new("pay", "fail", env.now())).unwrap();
+    settle(&jobs);
+    env.advance(&jobs, SEC);
+    let dead = jobs.dead_letters(None, 10).unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(
+        (dead[0].job.attempts(), dead[0].reason.as_str()),
+        (2, "refused by the payment service")
+    );
+    assert!(jobs.requeue("pay", env.now() + MIN).unwrap());
+    assert_eq!(jobs.get("pay").unwrap().unwrap().attempts(), 0);
+    assert!(jobs.drop_dead("pay").is_ok());
+}
+
+#[test]
+fn jobs_survive_a_reopen_and_overdue_ones_run_first() {
+    let Some(schema) = Schema::new("reopen") else {
+        return;
+    };
+    let env = Env::new();
+    let jobs = env
+        .builder()
+        .open_store(PgStore::open(schema.options("first")).unwrap())
+        .unwrap();
+    jobs.schedule(Job::new("a", "ok", env.now() + MIN)).unwrap();
+    jobs.schedule(Job::new("b", "ok", env.now() + 2 * HOUR))
+        .unwrap();
+    jobs.close().unwrap();
+    drop(jobs);
+    env.clock.advance(HOUR);
+    let jobs = env
+        .builder()
+        .open_store(PgStore::open(schema.options("second")).unwrap())
+        .unwrap();
+    eventually(10 * SEC, "the overdue job ran", || {
+        jobs.timer().wait_idle();
+        env.ran() == ["a"]
+    });
+    env.advance(&jobs, HOUR);
+    assert_eq!(env.ran(), ["a", "b"]);
+}
+
+/// Fencing: the delete that ends a run applies only while the lease it ran under holds.
+#[test]
+fn a_runs_outcome_is_refused_once_its_lease_is_gone() {
+    let Some(schema) = Schema::new("fence") else {
+        return;
+    };
+    let store = PgStore::open(schema.options("holder")).unwrap();
+    let at = SystemTime::now() + HOUR;
+    let insert = Op::Insert {
+        jobs: vec![Job::new("k", "ok", at)],
+        upsert: false,
+    };
+    let applied = store.apply(&[insert], true).unwrap();
+    let tickwheel_durable::store::Applied::Inserted(versions) = &applied[0] else {
+        panic!("{applied:?}");
+    };
+    let shard = store.shard_of("k");
+    // The lease as this node would hold it, then taken by another node (epoch 2).
+    schema.sql(&format!(
+        "UPDATE {{s}}.tw_leases SET owner = 'holder', epoch = 1, expires = now() + interval '1 hour'
+         WHERE shard = {shard}"
+    ));
+    let complete = |epoch| Op::Complete {
+        key: "k".into(),
+        version: versions[0],
+        lease: Lease { shard, epoch },
+    };
+    schema.sql(&format!(
+        "UPDATE {{s}}.tw_leases SET owner = 'thief', epoch = 2 WHERE shard = {shard}"
+    ));
+    let refused = store.apply(&[complete(1)], true).unwrap();
+    assert_eq!(refused, [tickwheel_durable::store::Applied::Removed(None)]);
+    assert!(
+        store.get("k").unwrap().is_some(),
+        "still there for the new holder"
+    );
+    schema.sql(&format!(
+        "UPDATE {{s}}.tw_leases SET owner = 'holder', epoch = 3 WHERE shard = {shard}"
+    ));
+    let done = store.apply(&[complete(3)], true).unwrap();
+    assert_eq!(
+        done,
+        [tickwheel_durable::store::Applied::Removed(Some(
+            versions[0]
+        ))]
+    );
+}
+
+/// Two nodes share the shards; a job scheduled on one, in a shard the other holds, due soon,
+/// reaches the other at once (an announcement), not at its next horizon step.
+#[test]
+fn two_nodes_share_the_shards_and_hand_each_other_jobs() {
+    let Some(schema) = Schema::new("two") else {
+        return;
+    };
+    let fired: Arc<Mutex<Vec<(String, String)>>> = Arc::new(Mutex::new(Vec::new()));
+    let node = |name: &'static str| {
+        let f = fired.clone();
+        Jobs::builder()
+            .handler("mark", move |cx: &JobContext<'_>| {
+                f.lock()
+                    .unwrap()
+                    .push((name.to_owned(), cx.key().to_owned()));
+                Ok(())
+            })
+            .horizon(HOUR)
+            .open_store(PgStore::open(schema.options(name)).unwrap())
+            .unwrap()
+    };
+    let a = node("a");
+    eventually(10 * SEC, "a holds every shard", || a.stats().shards == 8);
+    let b = node("b");
+    eventually(15 * SEC, "a and b hold four each", || {
+        a.stats().shards == 4 && b.stats().shards == 4
+    });
+    // Keys in every shard, due in half a second, all scheduled through `a`.
+    let soon = SystemTime::now() + Duration::from_millis(500);
+    let batch: Vec<Job> = (0..64)
+        .map(|i| Job::new(format!("k{i}"), "mark", soon))
+        .collect();
+    a.schedule_batch(batch).unwrap();
+    eventually(20 * SEC, "every job fired", || {
+        fired.lock().unwrap().len() >= 64
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let fired = fired.lock().unwrap().clone();
+    assert_eq!(fired.len(), 64, "each once: {fired:?}");
+    let by_b = fired.iter().filter(|(n, _)| n == "b").count();
+    assert!(
+        by_b > 0 && by_b < 64,
+        "both nodes fired some: b fired {by_b}"
+    );
+    assert_eq!(a.counts().unwrap().waiting, 0);
+}
+
+/// A node that leaves (closes) gives its shards back at once; the other takes them all.
+#[test]
+fn a_node_that_leaves_hands_its_shards_over() {
+    let Some(schema) = Schema::new("leave") else {
+        return;
+    };
+    let env = Env::new();
+    let a = env
+        .builder()
+        .open_store(PgStore::open(schema.options("a")).unwrap())
+        .unwrap();
+    let b = Jobs::builder()
+        .handler("ok", |_: &JobContext<'_>| Ok(()))
+        .open_store(PgStore::open(schema.options("b")).unwrap())
+        .unwrap();
+    eventually(15 * SEC, "shared", || {
+        a.stats().shards + b.stats().shards == 8 && b.stats().shards > 0
+    });
+    b.close().unwrap();
+    eventually(10 * SEC, "a holds all", || a.stats().shards == 8);
+}
