@@ -12,7 +12,7 @@ use crate::clock::{SystemClock, WallClock};
 use crate::commit::Durability;
 use crate::engine::{Config, Engine, Misfire, Parts};
 use crate::error::OpenError;
-use crate::handler::Handler;
+use crate::handler::{Handler, Runner};
 use crate::job::{DEFAULT_MAX_PAYLOAD, MAX_KIND_LEN};
 use crate::retry::RetryPolicy;
 use crate::store::{RedbStore, Store};
@@ -40,7 +40,7 @@ use crate::store::{RedbStore, Store};
 /// ```
 #[must_use = "a builder does nothing until `open`"]
 pub struct JobsBuilder {
-    handlers: HashMap<String, Arc<dyn Handler>>,
+    handlers: HashMap<String, Runner>,
     timer: Option<Timer>,
     wall: Arc<dyn WallClock>,
     horizon: Duration,
@@ -71,7 +71,36 @@ impl JobsBuilder {
     /// Runs jobs of `kind` with `handler` (on the timer's executor). A second handler for the
     /// same kind replaces the first.
     pub fn handler(mut self, kind: impl Into<String>, handler: impl Handler) -> JobsBuilder {
-        self.handlers.insert(kind.into(), Arc::new(handler));
+        self.handlers
+            .insert(kind.into(), Runner::Plain(Arc::new(handler)));
+        self
+    }
+
+    /// Runs jobs of `kind` with `handler` inside the store's transaction, with the delete that
+    /// completes the job: its SQL and the delete commit together or not at all (exactly once
+    /// for database side effects). Needs a [`PgStore`](crate::store::PgStore) (refused at open
+    /// otherwise).
+    ///
+    /// ```no_run
+    /// use tickwheel_durable::store::{PgOptions, PgStore};
+    /// use tickwheel_durable::{JobContext, Jobs};
+    ///
+    /// let jobs = Jobs::builder()
+    ///     .handler_in_transaction("cancel-unpaid", |cx: &JobContext<'_>, tx: &mut postgres::Transaction<'_>| {
+    ///         tx.execute("UPDATE orders SET state = 'cancelled' WHERE id = $1 AND state = 'unpaid'", &[&cx.key()])?;
+    ///         Ok(())
+    ///     })
+    ///     .open_store(PgStore::open(PgOptions::new("host=127.0.0.1 user=postgres dbname=app"))?)?;
+    /// # Ok::<(), tickwheel_durable::OpenError>(())
+    /// ```
+    #[cfg(feature = "postgres")]
+    pub fn handler_in_transaction(
+        mut self,
+        kind: impl Into<String>,
+        handler: impl crate::handler::SqlHandler,
+    ) -> JobsBuilder {
+        self.handlers
+            .insert(kind.into(), Runner::InTransaction(Arc::new(handler)));
         self
     }
 
@@ -154,6 +183,14 @@ impl JobsBuilder {
             .collect();
         if !unknown.is_empty() && !self.keep_unknown_kinds {
             return Err(OpenError::UnknownKinds(unknown));
+        }
+        #[cfg(feature = "postgres")]
+        if !store.runs_sql_handlers()
+            && (self.handlers.values()).any(|r| matches!(r, Runner::InTransaction(_)))
+        {
+            return Err(OpenError::Config(
+                "a handler in a transaction needs a store that runs them (PgStore)",
+            ));
         }
         let timer = match self.timer {
             Some(t) => t,

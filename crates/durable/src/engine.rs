@@ -15,7 +15,7 @@ use tickwheel::{Task, Timer};
 use crate::clock::WallClock;
 use crate::commit::{CommitStats, Committed, Pending, Request};
 use crate::error::{JobError, StoreError};
-use crate::handler::Handler;
+use crate::handler::Runner;
 use crate::job::wall_ns;
 use crate::retry::RetryPolicy;
 use crate::stats::{Histogram, Stats};
@@ -65,7 +65,7 @@ pub(crate) struct Engine {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) timer: Timer,
     pub(crate) wall: Arc<dyn WallClock>,
-    pub(crate) handlers: HashMap<String, Arc<dyn Handler>>,
+    pub(crate) handlers: HashMap<String, Runner>,
     pub(crate) config: Config,
     /// Wall-clock ns when the store was opened: jobs due before it were overdue at open.
     pub(crate) opened_at: u64,
@@ -94,7 +94,7 @@ pub(crate) struct Parts {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) timer: Timer,
     pub(crate) wall: Arc<dyn WallClock>,
-    pub(crate) handlers: HashMap<String, Arc<dyn Handler>>,
+    pub(crate) handlers: HashMap<String, Runner>,
     pub(crate) config: Config,
     pub(crate) durability: crate::Durability,
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use crate::Jobs;
 use crate::engine::Engine;
-use crate::handler::JobContext;
+use crate::handler::{JobContext, Runner};
 use crate::store::{Lease, Op};
 use crate::window::State;
 
@@ -111,15 +111,25 @@ impl Engine {
             lateness: std::time::Duration::from_nanos(late),
             jobs: &jobs,
         };
-        let outcome = catch_unwind(AssertUnwindSafe(|| handler.run(&cx)));
-        let failure = match outcome {
-            Ok(Ok(())) => None,
-            Ok(Err(e)) => Some(e.to_string()),
-            Err(panic) => Some(panic_text(panic.as_ref())),
+        let outcome = catch_unwind(AssertUnwindSafe(|| match &handler {
+            Runner::Plain(h) => h.run(&cx).map(|()| Ran::Succeeded),
+            #[cfg(feature = "postgres")]
+            Runner::InTransaction(h) => {
+                let mut work = |tx: &mut postgres::Transaction<'_>| h.run(&cx, tx);
+                match self.store.complete_in(key, version, lease, &mut work)? {
+                    true => Ok(Ran::Completed),
+                    false => Ok(Ran::Fenced),
+                }
+            }
+        }));
+        let ran = match outcome {
+            Ok(Ok(ran)) => ran,
+            Ok(Err(e)) => Ran::Failed(e.to_string()),
+            Err(panic) => Ran::Failed(panic_text(panic.as_ref())),
         };
         let end = self.now();
-        let op = match failure {
-            None => {
+        let op = match ran {
+            Ran::Succeeded => {
                 self.counters.succeeded.fetch_add(1, Relaxed);
                 Op::Complete {
                     key: key.to_owned(),
@@ -127,7 +137,16 @@ impl Engine {
                     lease,
                 }
             }
-            Some(reason) => {
+            Ran::Completed | Ran::Fenced => {
+                // Committed with the handler's own writes, or (the lease lost, or the job
+                // gone meanwhile) nothing committed and nothing more to do here.
+                if matches!(ran, Ran::Completed) {
+                    self.counters.succeeded.fetch_add(1, Relaxed);
+                }
+                self.window.lock().forget(key, version);
+                return;
+            }
+            Ran::Failed(reason) => {
                 let failed = job.attempts.saturating_add(1);
                 match self.config.retry.delay_after(failed) {
                     Some(delay) => {
@@ -160,6 +179,20 @@ impl Engine {
         self.window.lock().forget(key, version);
         drop(jobs);
     }
+}
+
+/// How a run went.
+enum Ran {
+    /// The handler succeeded: the job's delete follows.
+    Succeeded,
+    /// The handler succeeded in the store's transaction, which deleted the job with its writes.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    Completed,
+    /// In the store's transaction, the job was gone or the lease lost: nothing was committed.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    Fenced,
+    /// The handler failed (an error, a panic), or its transaction did: why.
+    Failed(String),
 }
 
 /// The text of a panic's payload.

@@ -31,6 +31,52 @@ where
     }
 }
 
+/// Runs the jobs of one kind inside the store's transaction, with the delete that completes the
+/// job (the `postgres` feature, on a [`PgStore`](crate::store::PgStore)): the handler's own SQL
+/// and the delete commit together or not at all, so a job's database side effects happen
+/// exactly once, across crashes and lease changes too. Registered with
+/// [`JobsBuilder::handler_in_transaction`](crate::JobsBuilder::handler_in_transaction).
+///
+/// An error, a panic, or a commit that fails counts as a failed attempt (nothing of the
+/// handler's is kept); a commit refused because the run's lease was lost meanwhile keeps
+/// nothing either, and the shard's new holder runs the job.
+#[cfg(feature = "postgres")]
+pub trait SqlHandler: Send + Sync + 'static {
+    /// Runs one job in `tx`.
+    fn run(
+        &self,
+        cx: &JobContext<'_>,
+        tx: &mut postgres::Transaction<'_>,
+    ) -> Result<(), HandlerError>;
+}
+
+#[cfg(feature = "postgres")]
+impl<F> SqlHandler for F
+where
+    F: Fn(&JobContext<'_>, &mut postgres::Transaction<'_>) -> Result<(), HandlerError>
+        + Send
+        + Sync
+        + 'static,
+{
+    fn run(
+        &self,
+        cx: &JobContext<'_>,
+        tx: &mut postgres::Transaction<'_>,
+    ) -> Result<(), HandlerError> {
+        self(cx, tx)
+    }
+}
+
+/// How the jobs of a kind run.
+#[derive(Clone)]
+pub(crate) enum Runner {
+    /// A handler; its outcome is committed after it.
+    Plain(std::sync::Arc<dyn Handler>),
+    /// A handler inside the store's transaction, with the job's delete.
+    #[cfg(feature = "postgres")]
+    InTransaction(std::sync::Arc<dyn SqlHandler>),
+}
+
 /// What a run of a handler sees: its job, its attempt, how late it started, and the jobs (to
 /// schedule what follows).
 pub struct JobContext<'a> {

@@ -280,3 +280,98 @@ fn a_node_that_leaves_hands_its_shards_over() {
     b.close().unwrap();
     eventually(10 * SEC, "a holds all", || a.stats().shards == 8);
 }
+
+/// A handler in the store's transaction: its writes commit with the job's delete, or not at all
+/// (a failure rolls them back, a retry writes them once; a lease stolen while it ran keeps
+/// nothing of it).
+#[test]
+fn a_handlers_sql_commits_with_the_jobs_delete_or_not_at_all() {
+    let Some(schema) = Schema::new("sql") else {
+        return;
+    };
+    let s = schema.0.clone();
+    schema.sql("CREATE SCHEMA IF NOT EXISTS {s}; CREATE TABLE {s}.effects (key text, attempt int)");
+    let env = Env::new();
+    let steal = schema.0.clone();
+    let jobs = env
+        .builder()
+        .retry(tickwheel_durable::RetryPolicy::new(3).backoff(SEC, 1))
+        .handler_in_transaction(
+            "effect",
+            move |cx: &JobContext<'_>, tx: &mut postgres::Transaction<'_>| {
+                tx.execute(
+                    &format!("INSERT INTO {s}.effects (key, attempt) VALUES ($1, $2)"),
+                    &[&cx.key(), &(cx.attempt() as i32)],
+                )?;
+                match cx.key() {
+                    "flaky" if cx.attempt() == 1 => Err("the first attempt fails".into()),
+                    "stolen" => {
+                        // Another node takes the shard while this run is in its transaction.
+                        let mut other = postgres::Client::connect(&conninfo(), postgres::NoTls)?;
+                        other.batch_execute(&format!(
+                            "UPDATE {steal}.tw_leases SET owner = 'thief', epoch = epoch + 1,
+                             expires = now() + interval '1 hour'"
+                        ))?;
+                        Ok(())
+                    }
+                    _ => Ok(()),
+                }
+            },
+        )
+        .open_store(PgStore::open(schema.options("solo")).unwrap())
+        .unwrap();
+    eventually(10 * SEC, "all shards held", || jobs.stats().shards == 8);
+    let effects = |key: &str| -> Vec<i32> {
+        let mut c = postgres::Client::connect(&conninfo(), postgres::NoTls).unwrap();
+        let q = format!(
+            "SELECT attempt FROM {}.effects WHERE key = $1 ORDER BY attempt",
+            schema.0
+        );
+        c.query(&q, &[&key])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    };
+    jobs.schedule(Job::new("clean", "effect", env.now() + SEC))
+        .unwrap();
+    jobs.schedule(Job::new("flaky", "effect", env.now() + SEC))
+        .unwrap();
+    env.advance(&jobs, SEC);
+    assert_eq!(effects("clean"), [1], "written once, with the delete");
+    assert!(jobs.get("clean").unwrap().is_none());
+    assert_eq!(
+        effects("flaky"),
+        Vec::<i32>::new(),
+        "the failed attempt's write rolled back"
+    );
+    env.advance(&jobs, SEC);
+    assert_eq!(effects("flaky"), [2], "the retry's write, once");
+    assert!(jobs.get("flaky").unwrap().is_none());
+
+    jobs.schedule(Job::new("stolen", "effect", env.now() + SEC))
+        .unwrap();
+    env.advance(&jobs, SEC);
+    assert_eq!(effects("stolen"), Vec::<i32>::new(), "fenced: nothing kept");
+    assert!(
+        jobs.get("stolen").unwrap().is_some(),
+        "left for the shard's new holder"
+    );
+}
+
+#[test]
+fn a_handler_in_a_transaction_needs_a_store_that_runs_them() {
+    let env = Env::new();
+    let err = env
+        .builder()
+        .handler_in_transaction(
+            "x",
+            |_: &JobContext<'_>, _: &mut postgres::Transaction<'_>| Ok(()),
+        )
+        .open(env.path())
+        .unwrap_err();
+    assert!(
+        matches!(err, tickwheel_durable::OpenError::Config(_)),
+        "{err:?}"
+    );
+}

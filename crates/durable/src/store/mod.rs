@@ -256,6 +256,29 @@ pub trait Store: Send + Sync + 'static {
     /// The kinds of the waiting jobs, with how many of each.
     fn kinds(&self) -> Result<Vec<(String, u64)>, StoreError>;
 
+    /// Whether [`complete_in`](Self::complete_in) runs handlers in transactions (a store that
+    /// cannot is refused at open if such a handler is registered).
+    #[cfg(feature = "postgres")]
+    fn runs_sql_handlers(&self) -> bool {
+        false
+    }
+
+    /// Runs `work` in a transaction that also completes job `key` at `version` under `lease` (as
+    /// [`Op::Complete`] does), and commits both: `Ok(true)`. `Ok(false)`: the job was gone or the
+    /// lease lost, nothing committed. `Err`: `work` failed, or the commit did (its text), nothing
+    /// committed.
+    #[cfg(feature = "postgres")]
+    fn complete_in(
+        &self,
+        key: &str,
+        version: u64,
+        lease: Lease,
+        work: &mut dyn FnMut(&mut postgres::Transaction<'_>) -> Result<(), crate::HandlerError>,
+    ) -> Result<bool, crate::HandlerError> {
+        let _ = (key, version, lease, work);
+        Err("this store cannot run a handler in its transaction".into())
+    }
+
     /// Lets the store go (its file, its connections) once the jobs closed: every later call
     /// fails with [`StoreError::Closed`]. Waits for calls in progress.
     fn close(&self);

@@ -139,6 +139,8 @@ struct Shared {
     writer: Mutex<Conn>,
     /// Connections for reads.
     readers: Vec<Mutex<Conn>>,
+    /// Connections for handlers that run in a transaction (connected on first use).
+    handlers: Vec<Mutex<Conn>>,
     /// The shards this node holds: epoch, and until when (this process's clock) it may fire
     /// them.
     held: Mutex<HashMap<u32, (u64, Instant)>>,
@@ -170,6 +172,9 @@ impl PgStore {
                 notify_within: u64::try_from(options.notify_within.as_nanos()).unwrap_or(u64::MAX),
                 writer: Mutex::new(conn),
                 readers,
+                handlers: (0..4)
+                    .map(|_| Mutex::new(Conn::new(&options.conninfo)))
+                    .collect(),
                 held: Mutex::new(HashMap::new()),
                 lease_thread: Mutex::new(None),
             }),
@@ -525,6 +530,35 @@ impl Store for PgStore {
     fn holds(&self, lease: Lease) -> bool {
         (self.shared.held.lock().get(&lease.shard))
             .is_some_and(|&(epoch, until)| epoch == lease.epoch && Instant::now() < until)
+    }
+
+    fn runs_sql_handlers(&self) -> bool {
+        true
+    }
+
+    fn complete_in(
+        &self,
+        key: &str,
+        version: u64,
+        lease: Lease,
+        work: &mut dyn FnMut(&mut Transaction<'_>) -> Result<(), crate::HandlerError>,
+    ) -> Result<bool, crate::HandlerError> {
+        let shared = &self.shared;
+        let txs = &shared.handlers;
+        let mut conn = (txs.iter())
+            .find_map(|c| c.try_lock())
+            .unwrap_or_else(|| txs[0].lock());
+        let client = conn.get()?;
+        let mut tx = client.transaction()?;
+        // Dropped without a commit on every way out but the last: rolled back.
+        work(&mut tx)?;
+        let params: [&(dyn postgres::types::ToSql + Sync); 4] =
+            [&key, &(version as i64), &shared.node, &(lease.epoch as i64)];
+        let done = !tx.query(&shared.sql.complete, &params)?.is_empty();
+        if done {
+            tx.commit()?;
+        }
+        Ok(done)
     }
 
     fn close(&self) {
