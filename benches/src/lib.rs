@@ -24,7 +24,10 @@
 //!
 //! W6, W10 and W12 compare the service with [`mutex_heap`] (`Mutex<BinaryHeap>` + one timer
 //! thread); W7 and W11 read CPU time and context switches from [`procfs`]. [`slab`] is the
-//! generational slab both heap baselines keep their items in.
+//! generational slab both heap baselines keep their items in. W13 measures the durable jobs of
+//! `tickwheel-durable` on the disk, against a Redis sorted set and a PostgreSQL
+//! `FOR UPDATE SKIP LOCKED` worker (through the `redis` and `postgres` clients, where those
+//! servers run on this machine), reading CPU and resident memory from [`procfs`] too.
 
 pub mod alloc;
 pub mod impls;

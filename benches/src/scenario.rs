@@ -19,9 +19,11 @@
 //! | W10 | `demo.rs` | six million tasks through the service |
 //! | W11 | `futures.rs` | the timer's futures under tokio, against tokio's timer |
 //! | W12 | `slow.rs` | slow tasks among punctual ones |
+//! | W13 | `durable.rs` | durable jobs (`tickwheel-durable`) on one node, against Redis and PostgreSQL pollers |
 //!
 //! W1–W5 and W9 run in virtual time over the [`impls`](crate::impls), whose registry lists the
-//! contenders; W6–W8 and W10–W12 run the threaded `tickwheel::Timer` on the real clock. What
+//! contenders; W6–W8 and W10–W12 run the threaded `tickwheel::Timer` on the real clock, W13 the
+//! durable jobs of `tickwheel-durable` on it and on the disk. What
 //! several share is here (the run's [`Config`], best-of helpers), in
 //! [`workloads`](crate::workloads) (seed, W1's deadlines, [`Timing`], insert-then-fire) and in
 //! [`service`](crate::service) (our timer's name in the tables, lateness).
@@ -29,6 +31,7 @@
 mod accuracy;
 mod churn;
 mod demo;
+mod durable;
 mod futures;
 mod growth;
 mod idle;
@@ -180,6 +183,7 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
         Box::new(demo::Demo),
         Box::new(futures::Futures),
         Box::new(slow::Slow),
+        Box::new(durable::Durable),
     ]
 }
 

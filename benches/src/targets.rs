@@ -108,6 +108,45 @@ const TARGETS: &[Target] = &[
         "isolation on: short tasks' p99 lateness <= tick + 2 ms",
         None,
     ),
+    t(
+        "W13.group",
+        "W13",
+        ">= 40,000 durable schedules/s from 1,000 concurrent callers (group commit)",
+        None,
+    ),
+    t(
+        "W13.batch",
+        "W13",
+        ">= 40,000 durable schedules/s by schedule_batch of 1,000 from 1 thread",
+        None,
+    ),
+    t("W13.p99", "W13", "fire lateness p99 <= tick + 2 ms", None),
+    t("W13.early", "W13", "zero early runs", None),
+    t("W13.lost", "W13", "zero lost (or doubled) runs", None),
+    t(
+        "W13.idle",
+        "W13",
+        "0 store reads while nothing is due (jobs a day ahead)",
+        None,
+    ),
+    t(
+        "W13.first",
+        "W13",
+        "first overdue run <= 1 s after open (10M stored)",
+        None,
+    ),
+    t(
+        "W13.horizon",
+        "W13",
+        "horizon loaded <= 10 s after open (10M stored)",
+        None,
+    ),
+    t(
+        "W13.bytes",
+        "W13",
+        "<= 200 B on disk per job (64-byte payload)",
+        None,
+    ),
 ];
 
 fn find(key: &str) -> &'static Target {

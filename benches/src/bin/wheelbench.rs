@@ -27,7 +27,7 @@ usage: wheelbench [--quick] [--n N] [--only W1,W2,...] [--out PATH] [--no-write]
   --quick      smaller sizes and fewer repetitions (well under two minutes); prints only,
                unless --out is given
   --n N        timers for W1, W3, W5 and live timers for W2 (default 1M; quick 200k / 100k)
-  --only LIST  run only these workloads (W1..W12), comma-separated
+  --only LIST  run only these workloads (W1..W13), comma-separated
   --out PATH   where to write the Markdown report (default, full runs only:
                <workspace>/docs/benchmarks.md);
                its charts (SVG) go next to it
@@ -381,7 +381,7 @@ mod tests {
             "--n",
             "--n ten",
             "--n 5",
-            "--only W13",
+            "--only W14",
             "--only ,",
             "--frobnicate",
         ] {
