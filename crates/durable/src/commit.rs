@@ -8,15 +8,26 @@
 //! | [`Durability::Immediate`] (default) | once its commit is on disk | nothing acknowledged |
 //! | [`Durability::Within`]`(w)` | once its commit is in the store (visible to reads), not yet on disk | changes acknowledged in the last `w` at most |
 //!
+//! The jobs' own requests (the delete, retry or burial that ends a run) wait for nobody and need
+//! no fsync of their own: a batch of only those is committed without one, and reaches the disk
+//! with the next commit that has one, or within [`OWN_FLUSH`]. A crash before then runs the job
+//! again (at least once: what a crash right after the run would do anyway), so a busy node does
+//! not pay an fsync per run.
+//!
 //! A batch whose transaction fails is retried one request at a time, so one bad request cannot
 //! fail the others with it. A failed request changed nothing: its caller gets the error. The
-//! jobs' own requests (a completed or failed run) are kept and tried again with the next batch.
+//! jobs' own requests are kept and tried again with the next batch.
+//!
+//! Callers and the thread meet at a queue under one lock with a condition variable (parked, not
+//! spinning: with a thousand callers waiting, spinning and yielding took more CPU than the
+//! commits); each caller waits for its answer the same way.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use parking_lot::{Condvar, Mutex};
 
 use crate::error::StoreError;
 use crate::stats::Histogram;
@@ -36,17 +47,54 @@ pub enum Durability {
     Within(Duration),
 }
 
+/// The longest the end of a run (its delete, retry or burial) waits to reach the disk.
+pub const OWN_FLUSH: Duration = Duration::from_millis(200);
+
 /// The most operations in one transaction.
 const MAX_OPS: usize = 8192;
+
+/// How long failed requests of the jobs' own wait before they are tried again.
+const RETRY: Duration = Duration::from_millis(100);
+
+/// An answer one thread waits for and another gives once.
+pub(crate) struct Answer<T> {
+    slot: Mutex<Option<T>>,
+    given: Condvar,
+}
+
+impl<T> Answer<T> {
+    pub(crate) fn new() -> Arc<Answer<T>> {
+        Arc::new(Answer {
+            slot: Mutex::new(None),
+            given: Condvar::new(),
+        })
+    }
+
+    fn give(&self, value: T) {
+        *self.slot.lock() = Some(value);
+        self.given.notify_one();
+    }
+
+    /// Waits for the answer.
+    pub(crate) fn wait(&self) -> T {
+        let mut slot = self.slot.lock();
+        loop {
+            if let Some(v) = slot.take() {
+                return v;
+            }
+            self.given.wait(&mut slot);
+        }
+    }
+}
 
 /// What the commit thread is asked to do.
 pub(crate) enum Request {
     /// Commit these ops.
     Ops(Pending),
     /// Make every earlier change durable, then answer.
-    Sync(Sender<Result<(), StoreError>>),
+    Sync(Arc<Answer<Result<(), StoreError>>>),
     /// Make every earlier change durable, answer, and stop.
-    Stop(Sender<()>),
+    Stop(Arc<Answer<()>>),
 }
 
 /// Ops to commit; with a `reply`, the caller waits for the outcome (the jobs' own requests have
@@ -54,20 +102,75 @@ pub(crate) enum Request {
 /// jobs are closed, with its ops: a caller never loses what it sent.
 pub(crate) struct Pending {
     pub(crate) ops: Vec<Op>,
-    pub(crate) reply: Option<Sender<Reply>>,
+    pub(crate) reply: Option<Arc<Answer<Reply>>>,
     pub(crate) since: Instant,
 }
 
 impl Drop for Pending {
     fn drop(&mut self) {
         if let Some(reply) = self.reply.take() {
-            let _ = reply.send((std::mem::take(&mut self.ops), Err(StoreError::Closed)));
+            reply.give((std::mem::take(&mut self.ops), Err(StoreError::Closed)));
         }
     }
 }
 
 /// The answer to a request: its ops, back, and what they did.
 pub(crate) type Reply = (Vec<Op>, Result<Vec<Applied>, StoreError>);
+
+/// Where requests wait for the commit thread.
+#[derive(Default)]
+pub(crate) struct Queue {
+    state: Mutex<QueueState>,
+    work: Condvar,
+}
+
+#[derive(Default)]
+struct QueueState {
+    requests: Vec<Request>,
+    /// No more requests are taken (the thread stopped, or is stopping).
+    closed: bool,
+    /// The thread waits for work (a push must wake it).
+    idle: bool,
+}
+
+impl Queue {
+    /// Queues `request`; it comes back if the queue is closed.
+    pub(crate) fn push(&self, request: Request) -> Result<(), Request> {
+        let mut q = self.state.lock();
+        if q.closed {
+            return Err(request);
+        }
+        let stop = matches!(request, Request::Stop(_));
+        q.requests.push(request);
+        q.closed |= stop;
+        if q.idle {
+            self.work.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Every request waiting (at least one), waiting up to `limit` for one (`None`: no limit).
+    /// Empty if the limit passed, or the queue is closed and drained.
+    fn take(&self, limit: Option<Duration>) -> Vec<Request> {
+        let mut q = self.state.lock();
+        if q.requests.is_empty() && !q.closed {
+            q.idle = true;
+            match limit {
+                Some(l) => {
+                    let _ = self.work.wait_for(&mut q, l);
+                }
+                None => self.work.wait(&mut q),
+            }
+            q.idle = false;
+        }
+        std::mem::take(&mut q.requests)
+    }
+
+    /// Refuses further requests (the thread is gone).
+    fn close(&self) {
+        self.state.lock().closed = true;
+    }
+}
 
 /// Told of every committed change, before its caller is answered (the window), which may
 /// amend the answers (a cancel that came too late for a run that had begun).
@@ -88,14 +191,17 @@ pub(crate) fn on_commit_thread() -> bool {
 /// The counters the commit thread keeps.
 pub(crate) struct CommitStats {
     pub(crate) latency: Histogram,
-    pub(crate) commits: std::sync::atomic::AtomicU64,
+    pub(crate) commits: AtomicU64,
+    /// Commits that went to disk (fsync).
+    pub(crate) durable: AtomicU64,
 }
 
 impl CommitStats {
     pub(crate) fn new() -> CommitStats {
         CommitStats {
             latency: Histogram::new(),
-            commits: std::sync::atomic::AtomicU64::new(0),
+            commits: AtomicU64::new(0),
+            durable: AtomicU64::new(0),
         }
     }
 }
@@ -106,7 +212,7 @@ pub(crate) fn start(
     durability: Durability,
     sink: Weak<dyn Committed>,
     stats: Arc<CommitStats>,
-    rx: Receiver<Request>,
+    queue: Arc<Queue>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("tickwheel-durable-commit".into())
@@ -120,7 +226,7 @@ pub(crate) fn start(
                 dirty: None,
                 again: Vec::new(),
             }
-            .run(rx);
+            .run(&queue);
         })
 }
 
@@ -129,65 +235,73 @@ struct Committer {
     durability: Durability,
     sink: Weak<dyn Committed>,
     stats: Arc<CommitStats>,
-    /// When the oldest commit not yet on disk was made (`Within` only).
+    /// When the oldest commit not yet on disk was made.
     dirty: Option<Instant>,
     /// The jobs' own requests whose commit failed: tried again with the next batch.
     again: Vec<Request>,
 }
 
 impl Committer {
-    fn run(mut self, rx: Receiver<Request>) {
+    fn run(mut self, queue: &Queue) {
         loop {
-            let first = match self.wait(&rx) {
-                Ok(r) => r,
-                Err(RecvTimeoutError::Timeout) => {
-                    // The window is up: put the last commits on disk.
+            let mut waiting = queue.take(self.limit());
+            if waiting.is_empty() {
+                // A deadline passed: put the last commits on disk, try failed requests again.
+                if self
+                    .dirty
+                    .is_some_and(|since| since.elapsed() >= self.window())
+                {
                     let _ = self.flush();
-                    continue;
                 }
-                Err(RecvTimeoutError::Disconnected) => {
-                    let _ = self.flush();
-                    return;
+                if !self.again.is_empty() {
+                    self.commit(Vec::new(), false);
                 }
-            };
-            let mut batch = vec![first];
-            let mut ops = batch_ops(&batch[0]);
-            while ops < MAX_OPS && !matches!(batch.last(), Some(Request::Stop(_))) {
-                match rx.try_recv() {
-                    Ok(r) => {
-                        ops += batch_ops(&r);
-                        batch.push(r);
-                    }
-                    Err(_) => break,
+                continue;
+            }
+            let stop = waiting.iter().position(|r| matches!(r, Request::Stop(_)));
+            let stopping = stop.map(|i| waiting.split_off(i));
+            // At most MAX_OPS per transaction: a flood is committed in several.
+            let mut batch = Vec::new();
+            let mut ops = 0;
+            for r in waiting {
+                ops += batch_ops(&r);
+                batch.push(r);
+                if ops >= MAX_OPS {
+                    self.commit(std::mem::take(&mut batch), false);
+                    ops = 0;
                 }
             }
-            let stop = match batch.last() {
-                Some(Request::Stop(_)) => batch.pop(),
-                _ => None,
-            };
-            self.commit(batch, stop.is_some());
-            if let Some(Request::Stop(done)) = stop {
+            if !batch.is_empty() || stopping.is_some() {
+                self.commit(batch, stopping.is_some());
+            }
+            if let Some(rest) = stopping {
                 let _ = self.flush();
-                let _ = done.send(());
+                queue.close();
+                for r in rest {
+                    if let Request::Stop(done) = r {
+                        done.give(());
+                    }
+                }
                 return;
             }
         }
     }
 
-    /// The next request, waiting at most until the window's deadline (if a commit is not yet on
-    /// disk), or for a retry of failed requests.
-    fn wait(&self, rx: &Receiver<Request>) -> Result<Request, RecvTimeoutError> {
-        let limit = match (self.durability, self.dirty) {
-            (Durability::Within(w), Some(since)) => Some(w.saturating_sub(since.elapsed())),
-            _ => None,
-        };
-        let limit = match (limit, self.again.is_empty()) {
+    /// How long commits may stay off the disk.
+    fn window(&self) -> Duration {
+        match self.durability {
+            Durability::Immediate => OWN_FLUSH,
+            Durability::Within(w) => w,
+        }
+    }
+
+    /// How long to wait for the next request: until the window closes (if a commit is not yet
+    /// on disk), or until failed requests are tried again.
+    fn limit(&self) -> Option<Duration> {
+        let flush = (self.dirty).map(|since| self.window().saturating_sub(since.elapsed()));
+        match (flush, self.again.is_empty()) {
             (l, true) => l,
             (l, false) => Some(l.map_or(RETRY, |l| l.min(RETRY))),
-        };
-        match limit {
-            Some(l) => rx.recv_timeout(l),
-            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
         }
     }
 
@@ -242,28 +356,28 @@ impl Committer {
         }
     }
 
-    /// Whether this batch's commit goes to disk: always under `Immediate`; under `Within`, when
-    /// asked to (a sync, a stop) or when the window is up.
+    /// Whether this batch's commit goes to disk: when a caller waits for it (under `Immediate`),
+    /// when asked to (a sync, a stop), or when the window of earlier commits is up.
     fn durable_now(&self, stopping: bool, requests: &[Request]) -> bool {
-        match self.durability {
-            Durability::Immediate => true,
-            Durability::Within(w) => {
-                stopping
-                    || requests.iter().any(|r| matches!(r, Request::Sync(_)))
-                    || self.dirty.is_some_and(|since| since.elapsed() >= w)
-            }
-        }
+        let waited_for = |r: &Request| match r {
+            Request::Ops(p) => p.reply.is_some() && self.durability == Durability::Immediate,
+            Request::Sync(_) | Request::Stop(_) => true,
+        };
+        stopping
+            || requests.iter().any(waited_for)
+            || self
+                .dirty
+                .is_some_and(|since| since.elapsed() >= self.window())
     }
 
     fn apply(&mut self, ops: &[Op], durable: bool) -> Result<Vec<Applied>, StoreError> {
         let mut applied = self.store.apply(ops, durable)?;
-        self.stats
-            .commits
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.stats.commits.fetch_add(1, Relaxed);
         if let Some(sink) = self.sink.upgrade() {
             sink.committed(ops, &mut applied);
         }
         if durable {
+            self.stats.durable.fetch_add(1, Relaxed);
             self.dirty = None;
         } else {
             self.dirty.get_or_insert_with(Instant::now);
@@ -287,20 +401,17 @@ impl Committer {
                     .latency
                     .record(u64::try_from(waited).unwrap_or(u64::MAX));
                 match (p.reply.take(), result) {
-                    (Some(reply), result) => drop(reply.send((std::mem::take(&mut p.ops), result))),
+                    (Some(reply), result) => reply.give((std::mem::take(&mut p.ops), result)),
                     (None, Ok(_)) => {}
                     // The jobs' own request failed: keep it for the next batch.
                     (None, Err(_)) => self.again.push(Request::Ops(p)),
                 }
             }
-            Request::Sync(reply) => drop(reply.send(result.map(drop))),
-            Request::Stop(done) => drop(done.send(())),
+            Request::Sync(reply) => reply.give(result.map(drop)),
+            Request::Stop(done) => done.give(()),
         }
     }
 }
-
-/// How long failed requests of the jobs' own wait before they are tried again.
-const RETRY: Duration = Duration::from_millis(100);
 
 fn batch_ops(r: &Request) -> usize {
     match r {

@@ -8,12 +8,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Sender;
 use parking_lot::{Condvar, Mutex};
 use tickwheel::{Task, Timer};
 
 use crate::clock::WallClock;
-use crate::commit::{CommitStats, Committed, Pending, Request};
+use crate::commit::{Answer, CommitStats, Committed, Pending, Queue, Request};
 use crate::error::{JobError, StoreError};
 use crate::handler::Runner;
 use crate::job::wall_ns;
@@ -71,7 +70,7 @@ pub(crate) struct Engine {
     pub(crate) opened_at: u64,
     pub(crate) window: Mutex<Window>,
     /// To the commit thread; `None` once closed.
-    commits: Mutex<Option<Sender<Request>>>,
+    queue: Arc<Queue>,
     commit_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     pub(crate) commit_stats: Arc<CommitStats>,
     pub(crate) counters: Counters,
@@ -102,7 +101,7 @@ pub(crate) struct Parts {
 impl Engine {
     /// Starts the commit thread.
     pub(crate) fn start(parts: Parts) -> std::io::Result<Arc<Engine>> {
-        let (tx, rx) = crossbeam_channel::unbounded();
+        let queue = Arc::new(Queue::default());
         let commit_stats = Arc::new(CommitStats::new());
         let opened_at = wall_ns(parts.wall.now());
         let engine = Arc::new_cyclic(|me: &Weak<Engine>| Engine {
@@ -113,7 +112,7 @@ impl Engine {
             config: parts.config,
             opened_at,
             window: Mutex::new(Window::default()),
-            commits: Mutex::new(Some(tx)),
+            queue: queue.clone(),
             commit_thread: Mutex::new(None),
             commit_stats,
             counters: Counters::default(),
@@ -130,7 +129,7 @@ impl Engine {
             parts.durability,
             sink,
             engine.commit_stats.clone(),
-            rx,
+            queue,
         )?;
         *engine.commit_thread.lock() = Some(thread);
         Ok(engine)
@@ -219,18 +218,16 @@ impl Engine {
         if crate::commit::on_commit_thread() {
             return (ops, Err(JobError::Reentrant));
         }
-        let (reply, answer) = crossbeam_channel::bounded(1);
+        let answer = Answer::new();
         let request = Request::Ops(Pending {
             ops,
-            reply: Some(reply),
+            reply: Some(answer.clone()),
             since: Instant::now(),
         });
-        // Not sent (closed): the request answers as it drops. Sent, it is answered (dropped
+        // Not queued (closed): the request answers as it drops. Queued, it is answered (dropped
         // unanswered, too): the ops come back either way.
-        drop(self.send(request));
-        let (ops, result) = answer
-            .recv()
-            .expect("a request is answered, if only as it drops");
+        drop(self.queue.push(request));
+        let (ops, result) = answer.wait();
         let result = result.map_err(|e| match e {
             StoreError::Closed if self.closed.load(Relaxed) => JobError::Closed,
             e => JobError::Store(e),
@@ -241,7 +238,7 @@ impl Engine {
     /// Sends the engine's own `op` (a run's outcome): committed with the next batch, retried
     /// until it is.
     pub(crate) fn commit_later(&self, op: Op) {
-        let _ = self.send(Request::Ops(Pending {
+        let _ = self.queue.push(Request::Ops(Pending {
             ops: vec![op],
             reply: None,
             since: Instant::now(),
@@ -253,21 +250,12 @@ impl Engine {
         if crate::commit::on_commit_thread() {
             return Err(JobError::Reentrant);
         }
-        let (reply, answer) = crossbeam_channel::bounded(1);
-        self.send(Request::Sync(reply))
-            .map_err(|_| JobError::Closed)?;
-        answer
-            .recv()
-            .map_err(|_| JobError::Closed)?
-            .map_err(JobError::Store)
-    }
-
-    /// Sends `request` to the commit thread; it comes back if the jobs are closed.
-    fn send(&self, request: Request) -> Result<(), Request> {
-        match self.commits.lock().as_ref() {
-            Some(tx) => tx.send(request).map_err(|e| e.0),
-            None => Err(request),
-        }
+        let answer = Answer::new();
+        (self.queue.push(Request::Sync(answer.clone()))).map_err(|_| JobError::Closed)?;
+        answer.wait().map_err(|e| match e {
+            StoreError::Closed => JobError::Closed,
+            e => JobError::Store(e),
+        })
     }
 
     /// Reads the next jobs of `shard` after its cursor, up to the horizon's end and `limit`,
@@ -512,21 +500,16 @@ impl Engine {
             self.idle.wait(&mut running);
         }
         drop(running);
-        let tx = self.commits.lock().take();
-        let Some(tx) = tx else {
-            return Ok(());
-        };
+        let stopped = Answer::new();
+        if self.queue.push(Request::Stop(stopped.clone())).is_err() {
+            return Ok(()); // closed already
+        }
         if crate::commit::on_commit_thread() {
-            // Its loop ends once the sender is gone, after a last durable commit; the store is
-            // released as the engine goes.
+            // It stops once this commit's report returns, after a last durable commit; the
+            // store is released as the engine goes.
             return Ok(());
         }
-        let (done, stopped) = crossbeam_channel::bounded(1);
-        let sent = tx.send(Request::Stop(done)).is_ok();
-        drop(tx);
-        if sent {
-            let _ = stopped.recv();
-        }
+        stopped.wait();
         if let Some(t) = self.commit_thread.lock().take() {
             let _ = t.join();
         }

@@ -51,7 +51,7 @@
 //! | before `schedule` returned | the job is stored or not (its commit may have reached the disk): schedule it again under its key ([`Jobs::upsert`], or take [`JobError::Duplicate`] as done) |
 //! | after `schedule` returned (default durability) | the job is stored; under [`Durability::Within`], stored if its commit's window had closed |
 //! | after `cancel` / `reschedule` returned | the change holds (under `Within`, if its window had closed) |
-//! | while the handler runs, or after it returned and before its delete was on disk | the job runs again (overdue, under the misfire policy), with the same attempt number |
+//! | while the handler runs, or after it returned and before its delete was on disk (within [`OWN_FLUSH`], or with the next schedule's commit) | the job runs again (overdue, under the misfire policy), with the same attempt number |
 //! | after a failed run's retry was on disk | the job runs at its retry time, with the next attempt number |
 //! | after the delete was on disk | the job never runs again |
 //!
@@ -83,7 +83,7 @@ mod window;
 
 pub use builder::JobsBuilder;
 pub use clock::{ManualWall, SystemClock, WallClock};
-pub use commit::Durability;
+pub use commit::{Durability, OWN_FLUSH};
 pub use engine::Misfire;
 pub use error::{JobError, OpenError, Refused, StoreError};
 pub use handler::{Handler, HandlerError, JobContext};
