@@ -211,6 +211,16 @@ struct Writer<'t> {
 }
 
 impl Writer<'_> {
+    /// Adds `delta` to the count of `kind` (written once per transaction).
+    fn count_kind(&mut self, kind: &str, delta: i64) {
+        match self.kinds.get_mut(kind) {
+            Some(n) => *n += delta,
+            None => {
+                self.kinds.insert(kind.to_owned(), delta);
+            }
+        }
+    }
+
     fn next_version(&mut self) -> u64 {
         self.version += 1;
         self.version
@@ -259,9 +269,11 @@ impl Writer<'_> {
 
     fn insert(&mut self, jobs: &[Job], upsert: bool) -> Result<Applied, StoreError> {
         if !upsert {
+            // (A key twice in one batch: only batches of more than one job can have that.)
             let mut seen = std::collections::HashSet::with_capacity(jobs.len());
+            let many = jobs.len() > 1;
             for job in jobs {
-                if !seen.insert(job.key.as_str())
+                if (many && !seen.insert(job.key.as_str()))
                     || self.jobs.get(job.key.as_str()).map_err(fail)?.is_some()
                 {
                     return Ok(Applied::Duplicate(job.key.clone()));
@@ -281,7 +293,7 @@ impl Writer<'_> {
             self.due
                 .insert((job.deadline, job.key.as_str()), ())
                 .map_err(fail)?;
-            *self.kinds.entry(job.kind.clone()).or_default() += 1;
+            self.count_kind(&job.kind, 1);
             versions.push(version);
         }
         Ok(Applied::Inserted(versions))
@@ -308,7 +320,7 @@ impl Writer<'_> {
         }
         self.jobs.remove(key).map_err(fail)?;
         self.due.remove((job.deadline, key)).map_err(fail)?;
-        *self.kinds.entry(job.kind.clone()).or_default() -= 1;
+        self.count_kind(&job.kind, -1);
         Ok(Some((record, v, job.kind)))
     }
 
@@ -360,7 +372,7 @@ impl Writer<'_> {
         self.dead.remove(key).map_err(fail)?;
         self.jobs.insert(key, record.as_slice()).map_err(fail)?;
         self.due.insert((deadline, key), ()).map_err(fail)?;
-        *self.kinds.entry(dead_job.job.kind).or_default() += 1;
+        self.count_kind(&dead_job.job.kind, 1);
         Ok(Applied::Moved(Some(version)))
     }
 }
