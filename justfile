@@ -59,6 +59,11 @@ service-model seed="1" cases="100000":
 crash rounds="50":
     DURABLE_CRASH_ROUNDS={{rounds}} cargo test --release -p tickwheel-durable --test crash -- --nocapture
 
+# The durable jobs on PostgreSQL (127.0.0.1:5432, database test; TICKWHEEL_PG overrides): the
+# store, leases, fencing, and three node processes with one killed.
+pg:
+    cargo test -p tickwheel-durable --features postgres --test postgres --test failover -- --nocapture
+
 # A job scheduled, a real crash (the process aborts), a reopen: the job fires.
 durable-demo:
     cargo run -p tickwheel-durable --example crash_and_reopen
