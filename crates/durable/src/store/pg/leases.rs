@@ -130,6 +130,10 @@ impl Leaser {
         let node = shared.node.as_str();
         let lease_ms = self.lease_ms();
         let client = self.conn.get()?;
+        let count = |n: u64| {
+            shared.statements.fetch_add(n, Relaxed);
+            shared.lease_statements.fetch_add(n, Relaxed);
+        };
         let result = (|| -> Result<(), postgres::Error> {
             if !self.listening {
                 client.batch_execute(&format!("LISTEN \"{}\"", q.channel))?;
@@ -139,6 +143,7 @@ impl Leaser {
                     let _ = self.events.send(Event::Resync);
                 }
             }
+            count(4); // heartbeat, renew, live nodes, forget old nodes
             client.execute(&q.heartbeat, &[&node])?;
             let sent = Instant::now();
             let renewed: HashMap<u32, u64> = (client.query(&q.renew, &[&node, &lease_ms])?.iter())
@@ -182,10 +187,12 @@ impl Leaser {
                         shard: shard as u32,
                     });
                 }
+                count(1);
                 client.execute(&q.release, &[&node, &extra])?;
             } else if held_now < target {
                 let want = (target - held_now) as i64;
                 let sent = Instant::now();
+                count(1);
                 let taken = client.query(&q.acquire, &[&node, &lease_ms, &want])?;
                 let until = sent + shared.lease - shared.lease / 10;
                 for r in &taken {

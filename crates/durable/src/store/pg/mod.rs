@@ -14,6 +14,7 @@ mod sql;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant, SystemTime};
 
 use parking_lot::Mutex;
@@ -123,6 +124,11 @@ impl PgOptions {
 
 /// The jobs in PostgreSQL, shared by many nodes: each node opens its own `PgStore` on the same
 /// schema. See the module docs for the protocol, and `docs/architecture.md` for its invariants.
+///
+/// Cheap to clone (every clone is the same store): keep one to read
+/// [`held_shards`](Self::held_shards) and [`statements`](Self::statements) after handing another
+/// to [`JobsBuilder::open_store`](crate::JobsBuilder::open_store).
+#[derive(Clone)]
 pub struct PgStore {
     shared: Arc<Shared>,
 }
@@ -145,6 +151,9 @@ struct Shared {
     /// them.
     held: Mutex<HashMap<u32, (u64, Instant)>>,
     lease_thread: Mutex<Option<leases::Handle>>,
+    /// Statements sent to the server: all of them, and the lease thread's.
+    statements: AtomicU64,
+    lease_statements: AtomicU64,
 }
 
 impl PgStore {
@@ -177,6 +186,8 @@ impl PgStore {
                     .collect(),
                 held: Mutex::new(HashMap::new()),
                 lease_thread: Mutex::new(None),
+                statements: AtomicU64::new(0),
+                lease_statements: AtomicU64::new(0),
             }),
         })
     }
@@ -184,6 +195,14 @@ impl PgStore {
     /// This node's name in the lease table.
     pub fn node(&self) -> &str {
         &self.shared.node
+    }
+
+    /// Statements this node sent to the server so far, and of those, the lease thread's (its
+    /// heartbeats, renewals and rebalancing: about four every third of a lease, busy or idle).
+    /// The rest are the jobs' own: commits, the window's reads, a run's read of its job.
+    pub fn statements(&self) -> (u64, u64) {
+        let s = &self.shared;
+        (s.statements.load(Relaxed), s.lease_statements.load(Relaxed))
     }
 
     /// The shards this node holds now.
@@ -202,6 +221,7 @@ impl PgStore {
         let mut conn = (readers.iter())
             .find_map(|c| c.try_lock())
             .unwrap_or_else(|| readers[0].lock());
+        self.shared.statements.fetch_add(1, Relaxed);
         let result = f(conn.get()?);
         result.map_err(|e| {
             conn.check(&e);
@@ -427,6 +447,8 @@ impl Shared {
 impl Store for PgStore {
     fn apply(&self, ops: &[Op], durable: bool) -> Result<Vec<Applied>, StoreError> {
         let shared = &self.shared;
+        // A transaction: its begin, each op's statement, the announcement, its commit.
+        (shared.statements).fetch_add(ops.len() as u64 + 3, Relaxed);
         let mut conn = shared.writer.lock();
         let client = conn.get()?;
         let result = (|| {
@@ -549,6 +571,7 @@ impl Store for PgStore {
             .find_map(|c| c.try_lock())
             .unwrap_or_else(|| txs[0].lock());
         let client = conn.get()?;
+        shared.statements.fetch_add(3, Relaxed); // begin, the delete, commit (the handler's own aside)
         let mut tx = client.transaction()?;
         // Dropped without a commit on every way out but the last: rolled back.
         work(&mut tx)?;
