@@ -375,3 +375,56 @@ fn a_handler_in_a_transaction_needs_a_store_that_runs_them() {
         "{err:?}"
     );
 }
+
+/// Every connection of a node cut by the server (as a restart or a network fault would): the
+/// node reconnects and loses nothing acknowledged. A call that met the cut gets an error (its
+/// commit's fate unknown to it, so the jobs do not guess); its retry works; the lease thread
+/// takes its shards back.
+#[test]
+fn a_node_whose_connections_are_cut_reconnects_and_loses_nothing() {
+    let Some(schema) = Schema::new("cut") else {
+        return;
+    };
+    let env = Env::new();
+    let node = format!("cut-{}", std::process::id());
+    let jobs = env
+        .builder()
+        .open_store(PgStore::open(schema.options(&node)).unwrap())
+        .unwrap();
+    eventually(10 * SEC, "all shards held", || jobs.stats().shards == 8);
+    jobs.schedule(Job::new("before", "ok", env.now() + MIN))
+        .unwrap();
+    let cut = || {
+        let mut admin = postgres::Client::connect(&conninfo(), postgres::NoTls).unwrap();
+        let n = admin
+            .execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+                &[&format!("tickwheel-durable/{node}")],
+            )
+            .unwrap();
+        assert!(n > 0, "the node's connections were found");
+    };
+    cut();
+    std::thread::sleep(Duration::from_millis(200));
+    // The first schedule may meet the cut connection; then it fails, and its retry works.
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match jobs.schedule(Job::new("after", "ok", env.now() + MIN)) {
+            Ok(()) => break,
+            Err(r) if tries < 3 && matches!(r.error, JobError::Store(_)) => continue,
+            Err(r) => panic!("{:?}", r.error),
+        }
+    }
+    assert!(
+        jobs.get("before").unwrap().is_some(),
+        "reads reconnect by themselves"
+    );
+    eventually(15 * SEC, "the shards held again", || {
+        jobs.stats().shards == 8
+    });
+    env.advance(&jobs, MIN);
+    let mut ran = env.ran();
+    ran.sort();
+    assert_eq!(ran, ["after", "before"]);
+}

@@ -1,19 +1,33 @@
 //! A connection that comes back: connected on first use, and again after it broke (the next
 //! use reconnects; the caller's error says what happened meanwhile).
 
-use postgres::{Client, NoTls};
+use postgres::{Client, Config, NoTls};
 
-use crate::error::StoreError;
+use crate::error::{OpenError, StoreError};
 
 pub(super) struct Conn {
-    conninfo: String,
+    config: Config,
     client: Option<Client>,
 }
 
+/// The connection settings of `conninfo`, named `tickwheel-durable/<node>` in the server's
+/// `pg_stat_activity` (so an operator can tell a node's connections apart).
+pub(super) fn config(conninfo: &str, node: &str) -> Result<Config, OpenError> {
+    let mut config: Config = conninfo
+        .parse()
+        .map_err(|e: postgres::Error| OpenError::Io(std::io::Error::other(e.to_string())))?;
+    let name: String = format!("tickwheel-durable/{node}")
+        .chars()
+        .take(63)
+        .collect();
+    config.application_name(&name);
+    Ok(config)
+}
+
 impl Conn {
-    pub(super) fn new(conninfo: &str) -> Conn {
+    pub(super) fn new(config: &Config) -> Conn {
         Conn {
-            conninfo: conninfo.to_owned(),
+            config: config.clone(),
             client: None,
         }
     }
@@ -22,7 +36,7 @@ impl Conn {
     pub(super) fn get(&mut self) -> Result<&mut Client, StoreError> {
         if self.client.as_ref().is_none_or(Client::is_closed) {
             self.client = None;
-            let client = Client::connect(&self.conninfo, NoTls).map_err(pg)?;
+            let client = self.config.connect(NoTls).map_err(pg)?;
             self.client = Some(client);
         }
         Ok(self.client.as_mut().expect("connected just above"))

@@ -66,7 +66,7 @@ pub(crate) fn start(shared: Arc<Shared>, events: Events) -> Handle {
     let thread = std::thread::Builder::new()
         .name("tickwheel-durable-leases".into())
         .spawn(move || {
-            let conn = Conn::new(&shared.conninfo);
+            let conn = Conn::new(&shared.config);
             Leaser {
                 shared,
                 events: tx,

@@ -139,7 +139,8 @@ struct Shared {
     node: String,
     shards: u32,
     lease: Duration,
-    conninfo: String,
+    /// How to connect (every connection of this node).
+    config: postgres::Config,
     notify_within: u64,
     /// The commit thread's connection.
     writer: Mutex<Conn>,
@@ -162,14 +163,15 @@ impl PgStore {
     pub fn open(options: PgOptions) -> Result<PgStore, OpenError> {
         options.check()?;
         let s = options.schema.clone();
-        let mut conn = Conn::new(&options.conninfo);
+        let node = options.node.clone().unwrap_or_else(default_node);
+        let config = conn::config(&options.conninfo, &node)?;
+        let mut conn = Conn::new(&config);
         let client = conn.get().map_err(OpenError::from)?;
         let mut tx = client.transaction().map_err(|e| OpenError::from(pg(e)))?;
         let shards = sql::migrate(&mut tx, &s, options.shards)?;
         tx.commit().map_err(|e| OpenError::from(pg(e)))?;
-        let node = options.node.clone().unwrap_or_else(default_node);
         let readers = (0..options.readers.max(1))
-            .map(|_| Mutex::new(Conn::new(&options.conninfo)))
+            .map(|_| Mutex::new(Conn::new(&config)))
             .collect();
         Ok(PgStore {
             shared: Arc::new(Shared {
@@ -177,13 +179,11 @@ impl PgStore {
                 node,
                 shards,
                 lease: options.lease,
-                conninfo: options.conninfo.clone(),
+                config: config.clone(),
                 notify_within: u64::try_from(options.notify_within.as_nanos()).unwrap_or(u64::MAX),
                 writer: Mutex::new(conn),
                 readers,
-                handlers: (0..4)
-                    .map(|_| Mutex::new(Conn::new(&options.conninfo)))
-                    .collect(),
+                handlers: (0..4).map(|_| Mutex::new(Conn::new(&config))).collect(),
                 held: Mutex::new(HashMap::new()),
                 lease_thread: Mutex::new(None),
                 statements: AtomicU64::new(0),
@@ -215,18 +215,28 @@ impl PgStore {
     /// Runs `f` on a read connection (reconnecting a broken one first).
     fn read<T>(
         &self,
-        f: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error>,
+        f: impl Fn(&mut postgres::Client) -> Result<T, postgres::Error>,
     ) -> Result<T, StoreError> {
         let readers = &self.shared.readers;
         let mut conn = (readers.iter())
             .find_map(|c| c.try_lock())
             .unwrap_or_else(|| readers[0].lock());
         self.shared.statements.fetch_add(1, Relaxed);
-        let result = f(conn.get()?);
-        result.map_err(|e| {
-            conn.check(&e);
-            pg(e)
-        })
+        match f(conn.get()?) {
+            Ok(v) => Ok(v),
+            // A read is safe to send again: once, on a new connection, if the old one broke.
+            Err(e) if e.is_closed() => {
+                conn.check(&e);
+                f(conn.get()?).map_err(|e| {
+                    conn.check(&e);
+                    pg(e)
+                })
+            }
+            Err(e) => {
+                conn.check(&e);
+                Err(pg(e))
+            }
+        }
     }
 }
 
