@@ -23,6 +23,7 @@
 //! commits); each caller waits for its answer the same way.
 
 use std::cell::Cell;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -218,6 +219,9 @@ pub(crate) fn start(
         .name("tickwheel-durable-commit".into())
         .spawn(move || {
             COMMIT_THREAD.with(|c| c.set(true));
+            // If the loop ever ends by a panic, later callers get `Closed` instead of waiting
+            // for it; the requests it held answer as they drop.
+            let closing = CloseOnDrop(queue.clone());
             Committer {
                 store,
                 durability,
@@ -227,7 +231,26 @@ pub(crate) fn start(
                 again: Vec::new(),
             }
             .run(&queue);
+            drop(closing);
         })
+}
+
+/// Closes the queue when the commit thread's loop ends, however it ends.
+struct CloseOnDrop(Arc<Queue>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close();
+        // What is still queued is answered: closed.
+        let left = std::mem::take(&mut self.0.state.lock().requests);
+        for r in left {
+            match r {
+                Request::Ops(p) => drop(p), // answers as it drops
+                Request::Sync(reply) => reply.give(Err(StoreError::Closed)),
+                Request::Stop(done) => done.give(()),
+            }
+        }
+    }
 }
 
 struct Committer {
@@ -371,10 +394,15 @@ impl Committer {
     }
 
     fn apply(&mut self, ops: &[Op], durable: bool) -> Result<Vec<Applied>, StoreError> {
-        let mut applied = self.store.apply(ops, durable)?;
+        // A store of the user's may break its contract and panic: that is its error, not the
+        // end of the commit thread (which every caller waits on).
+        let applied = catch_unwind(AssertUnwindSafe(|| self.store.apply(ops, durable)));
+        let mut applied = applied
+            .unwrap_or_else(|_| Err(StoreError::Other("the store panicked in apply".into())))?;
         self.stats.commits.fetch_add(1, Relaxed);
         if let Some(sink) = self.sink.upgrade() {
-            sink.committed(ops, &mut applied);
+            let report = catch_unwind(AssertUnwindSafe(|| sink.committed(ops, &mut applied)));
+            debug_assert!(report.is_ok(), "the window's report of a commit panicked");
         }
         if durable {
             self.stats.durable.fetch_add(1, Relaxed);
@@ -407,7 +435,17 @@ impl Committer {
                     (None, Err(_)) => self.again.push(Request::Ops(p)),
                 }
             }
-            Request::Sync(reply) => reply.give(result.map(drop)),
+            Request::Sync(reply) => {
+                // Every change made before, the runs' outcomes included: those still waiting
+                // to be tried again are not committed yet.
+                let result = result.and_then(|_| match self.again.len() {
+                    0 => Ok(()),
+                    n => Err(StoreError::Other(
+                        format!("{n} outcomes of runs are not committed yet (retried)").into(),
+                    )),
+                });
+                reply.give(result);
+            }
             Request::Stop(done) => done.give(()),
         }
     }

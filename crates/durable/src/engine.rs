@@ -3,6 +3,7 @@
 //! the window's loads read the store in deadline order as the horizon moves (`load`); a job's
 //! timer task runs its handler (`fire.rs`).
 
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
@@ -76,13 +77,13 @@ pub(crate) struct Engine {
     pub(crate) counters: Counters,
     pub(crate) lateness: Histogram,
     pub(crate) closed: AtomicBool,
+    /// The close has ended (see `finish_close`).
+    finished: Mutex<bool>,
     /// Handlers running now (`close` waits for them).
     pub(crate) running: Mutex<usize>,
     pub(crate) idle: Condvar,
     /// Itself, for the closures of timer tasks.
     me: Weak<Engine>,
-    /// The users' handles (see `jobs::Owner`).
-    pub(crate) owner: Mutex<Weak<crate::jobs::Owner>>,
 }
 
 /// A job to arm in the timer: key, version, deadline (wall ns).
@@ -118,10 +119,10 @@ impl Engine {
             counters: Counters::default(),
             lateness: Histogram::new(),
             closed: AtomicBool::new(false),
+            finished: Mutex::new(false),
             running: Mutex::new(0),
             idle: Condvar::new(),
             me: me.clone(),
-            owner: Mutex::new(Weak::new()),
         });
         let sink: Weak<dyn Committed> = engine.me.clone();
         let thread = crate::commit::start(
@@ -175,7 +176,7 @@ impl Engine {
                     Some(d) => w.stored(shard, &key, version, d, end),
                     None => {
                         w.forget(&key, version);
-                        Place::Elsewhere
+                        Place::Known
                     }
                 };
                 let next = w.shards.get(&shard).and_then(|s| s.next);
@@ -195,7 +196,7 @@ impl Engine {
                             // Read again from the start: what is in memory is skipped by
                             // version.
                             s.cursor = None;
-                            s.next = None;
+                            s.next = Some(0);
                             (id, s.epoch)
                         })
                         .collect()
@@ -262,6 +263,26 @@ impl Engine {
     /// into the window; arms them (or, overdue at open and misfired, buries them); and sets the
     /// shard's next load.
     pub(crate) fn load(&self, shard: u32, limit: usize) {
+        // A full batch sets the next load for now; an inline executor runs that load inside the
+        // add, that is inside this one. Such a nested load only notes its shard, and this loop
+        // runs it: iteration, not recursion (a store of many jobs read a few at a time would
+        // overflow the stack).
+        if LOADING.with(Cell::get) {
+            return DEFERRED.with(|d| d.borrow_mut().push(shard));
+        }
+        LOADING.with(|l| l.set(true));
+        let _reset = Reset;
+        let mut next = Some((shard, limit));
+        while let Some((shard, limit)) = next {
+            self.load_once(shard, limit);
+            next = DEFERRED
+                .with(|d| d.borrow_mut().pop())
+                .map(|s| (s, self.config.batch));
+        }
+    }
+
+    /// One read of `shard` (see `load`).
+    fn load_once(&self, shard: u32, limit: usize) {
         if self.closed.load(Relaxed) {
             return;
         }
@@ -310,6 +331,7 @@ impl Engine {
                     deadline: s.job.deadline,
                     state: State::Armed(None),
                 };
+                w.forget_any(&key); // an older version's timer task goes
                 w.entries.insert(key.clone(), entry);
                 arm.push((key, s.version, s.job.deadline));
             }
@@ -329,8 +351,6 @@ impl Engine {
             }
             (full, s.next)
         };
-        self.counters.dead.fetch_add(bury.len() as u64, Relaxed);
-        self.counters.misfired.fetch_add(bury.len() as u64, Relaxed);
         for op in bury {
             self.commit_later(op);
         }
@@ -472,42 +492,58 @@ impl Engine {
         s
     }
 
-    /// Stops: no new loads or runs; waits for the running handlers (but the caller's own); makes
-    /// every change durable; stops the commit thread. The jobs stay stored.
+    /// Stops: no new loads or runs; waits for the running handlers; makes every change durable;
+    /// stops the commit thread; lets the store go. The jobs stay stored. Called from a handler,
+    /// it returns at once, and the close ends when the last running handler has sent its
+    /// outcome (it cannot wait for itself).
     pub(crate) fn close(&self) -> Result<(), JobError> {
-        if self.closed.swap(true, Relaxed) {
-            return Ok(());
-        }
-        {
+        if !self.closed.swap(true, Relaxed) {
             let mut w = self.window.lock();
             for s in w.shards.values_mut() {
                 if let Some((h, _)) = s.load.take() {
                     h.cancel();
                 }
             }
-            let keys: Vec<String> = w.entries.keys().cloned().collect();
-            for key in keys {
-                if let Some(e) = w.entries.get(&key)
-                    && matches!(e.state, State::Armed(_))
-                {
-                    w.forget_any(&key);
-                }
+            let armed: Vec<String> = (w.entries.iter())
+                .filter(|(_, e)| matches!(e.state, State::Armed(_)))
+                .map(|(k, _)| k.clone())
+                .collect();
+            for key in armed {
+                w.forget_any(&key);
             }
         }
-        let own = crate::fire::in_handler();
+        if crate::fire::in_handler() > 0 {
+            return Ok(());
+        }
         let mut running = self.running.lock();
-        while *running > own {
+        while *running > 0 {
             self.idle.wait(&mut running);
         }
         drop(running);
+        self.finish_close();
+        Ok(())
+    }
+
+    /// Ends a close once no run is left (every outcome sent): a last durable commit, the commit
+    /// thread stopped, the store let go. Once; a second caller waits for the first to finish.
+    pub(crate) fn finish_close(&self) {
+        if *self.running.lock() > 0 {
+            return; // the last run to end finishes it
+        }
+        let mut finished = self.finished.lock();
+        if *finished {
+            return;
+        }
         let stopped = Answer::new();
         if self.queue.push(Request::Stop(stopped.clone())).is_err() {
-            return Ok(()); // closed already
+            *finished = true;
+            return;
         }
         if crate::commit::on_commit_thread() {
             // It stops once this commit's report returns, after a last durable commit; the
-            // store is released as the engine goes.
-            return Ok(());
+            // store is let go as the engine goes.
+            *finished = true;
+            return;
         }
         stopped.wait();
         if let Some(t) = self.commit_thread.lock().take() {
@@ -515,7 +551,23 @@ impl Engine {
         }
         // Every change is on disk: let the file go, for the next open.
         self.store.close();
-        Ok(())
+        *finished = true;
+    }
+}
+
+thread_local! {
+    /// This thread is inside `Engine::load`.
+    static LOADING: Cell<bool> = const { Cell::new(false) };
+    /// Loads asked for inside a load on this thread, run by it next.
+    static DEFERRED: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Clears `LOADING` as the outermost load ends, however it ends.
+struct Reset;
+
+impl Drop for Reset {
+    fn drop(&mut self) {
+        LOADING.with(|l| l.set(false));
     }
 }
 
@@ -538,7 +590,7 @@ impl Committed for Engine {
             match w.stored(shard, key, version, deadline, end) {
                 Place::Arm => arm.push((key.to_owned(), version, deadline)),
                 Place::Disk => touched.push(shard),
-                Place::Elsewhere => {}
+                Place::Elsewhere | Place::Known => {}
             }
         };
         for (op, applied) in ops.iter().zip(applied.iter_mut()) {
@@ -548,8 +600,11 @@ impl Committed for Engine {
                         place(&mut w, &job.key, v, job.deadline);
                     }
                 }
+                (Op::Retry { key, deadline, .. }, Applied::Moved(Some(v))) => {
+                    self.counters.retried.fetch_add(1, Relaxed);
+                    place(&mut w, key, *v, *deadline);
+                }
                 (Op::Reschedule { key, deadline }, Applied::Moved(Some(v)))
-                | (Op::Retry { key, deadline, .. }, Applied::Moved(Some(v)))
                 | (Op::Requeue { key, deadline }, Applied::Moved(Some(v))) => {
                     place(&mut w, key, *v, *deadline);
                 }
@@ -561,6 +616,26 @@ impl Committed for Engine {
                         *applied = Applied::Removed(None);
                     }
                 }
+                // A run's outcome committed (or found the job gone): its entry ends.
+                (Op::Complete { key, version, .. }, _) => w.forget(key, *version),
+                (
+                    Op::Bury {
+                        key,
+                        version,
+                        failed,
+                        ..
+                    },
+                    removed,
+                ) => {
+                    if matches!(removed, Applied::Removed(Some(_))) {
+                        self.counters.dead.fetch_add(1, Relaxed);
+                        if !failed {
+                            self.counters.misfired.fetch_add(1, Relaxed);
+                        }
+                    }
+                    w.forget(key, *version);
+                }
+                (Op::Retry { key, version, .. }, Applied::Moved(None)) => w.forget(key, *version),
                 _ => {}
             }
         }

@@ -117,7 +117,9 @@ impl JobContext<'_> {
         self.lateness
     }
 
-    /// The jobs this one belongs to: schedule, cancel or reschedule others from here.
+    /// The jobs this one belongs to: schedule, cancel or reschedule others from here. (This
+    /// handle does not keep the jobs open: once the users' last handle goes, calls through it
+    /// answer [`JobError::Closed`](crate::JobError::Closed).)
     pub fn jobs(&self) -> &Jobs {
         self.jobs
     }

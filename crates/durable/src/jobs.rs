@@ -18,8 +18,9 @@ use crate::store::{Applied, Op};
 ///
 /// Made by [`Jobs::builder`]; cheap to clone (every clone is the same jobs). Every method may be
 /// called from any thread, a handler's included. The jobs close when [`close`](Self::close) is
-/// called or the last clone is dropped: no new runs start, running handlers finish, every change
-/// is put on disk; the jobs stay stored for the next open.
+/// called or the last clone is dropped (that drop waits for running handlers): no new runs
+/// start, running handlers finish, every change is put on disk, and the file is let go (a
+/// reopen right after works); the jobs stay stored for the next open.
 ///
 /// ```
 /// use std::time::{Duration, SystemTime};
@@ -40,8 +41,9 @@ use crate::store::{Applied, Op};
 #[derive(Clone)]
 pub struct Jobs {
     engine: Arc<Engine>,
-    /// Shared by the clones: the last one to go closes the jobs.
-    _owner: Arc<Owner>,
+    /// Shared by the users' clones: the last one to go closes the jobs. (`None` for a
+    /// handler's: a run in progress does not keep the jobs open.)
+    _owner: Option<Arc<Owner>>,
 }
 
 /// Closes the jobs when the last [`Jobs`] goes (the engine itself may live on a moment in a
@@ -63,20 +65,19 @@ impl Jobs {
     /// The first handle of a started engine.
     pub(crate) fn first(engine: Arc<Engine>) -> Jobs {
         let owner = Arc::new(Owner(engine.clone()));
-        *engine.owner.lock() = Arc::downgrade(&owner);
         Jobs {
             engine,
-            _owner: owner,
+            _owner: Some(owner),
         }
     }
 
-    /// A handle for a handler's context, while the jobs are open.
-    pub(crate) fn of(engine: &Arc<Engine>) -> Option<Jobs> {
-        let owner = engine.owner.lock().upgrade()?;
-        Some(Jobs {
-            engine: engine.clone(),
-            _owner: owner,
-        })
+    /// The handle a handler's context gives: it works while the jobs are open, and does not keep
+    /// them open (the users' last handle going closes them, once the running handlers end).
+    pub(crate) fn for_handler(engine: Arc<Engine>) -> Jobs {
+        Jobs {
+            engine,
+            _owner: None,
+        }
     }
 
     /// Stores `job`; returns once it is durable (see [`Durability`](crate::Durability)). A job
@@ -248,9 +249,10 @@ impl Jobs {
         &self.engine.timer
     }
 
-    /// Closes the jobs (every clone): no new run starts; running handlers finish (not the
-    /// caller, if a handler closes); every change is put on disk. Later calls get
-    /// [`JobError::Closed`]. Idempotent.
+    /// Closes the jobs (every clone): no new run starts; running handlers finish; every change
+    /// is put on disk, the file let go. Later calls get [`JobError::Closed`]. Idempotent. Called
+    /// from a handler, it returns at once, and the close ends as that handler returns (its own
+    /// outcome committed with the rest).
     pub fn close(&self) -> Result<(), JobError> {
         self.engine.close()
     }

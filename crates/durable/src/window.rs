@@ -57,6 +57,10 @@ pub(crate) enum State {
     Armed(Option<TimerHandle>),
     /// Its handler runs.
     Running,
+    /// It ran; its outcome (delete, retry, burial) is on its way to the store. Kept until that
+    /// commits, so that a late report or a read of this version (still stored) does not arm it
+    /// again.
+    Done,
 }
 
 /// Where a stored job goes.
@@ -68,13 +72,17 @@ pub(crate) enum Place {
     Disk,
     /// Its shard is not held here: another node fires it.
     Elsewhere,
+    /// This version (or a newer one) is known here already: a late or repeated report.
+    Known,
 }
 
 impl Shard {
-    /// A shard just taken under `epoch`: nothing of it in memory yet.
+    /// A shard just taken under `epoch`: nothing of it in memory yet, and nothing known of what
+    /// is stored (`next` 0: a stored job may lie anywhere), until a load succeeds.
     pub(crate) fn new(epoch: u64) -> Shard {
         Shard {
             epoch,
+            next: Some(0),
             ..Shard::default()
         }
     }
@@ -124,6 +132,9 @@ impl Window {
         deadline: u64,
         horizon_end: u64,
     ) -> Place {
+        if self.entries.get(key).is_some_and(|e| e.version >= version) {
+            return Place::Known;
+        }
         self.forget_any(key);
         let Some(s) = self.shards.get_mut(&shard) else {
             return Place::Elsewhere;
@@ -145,21 +156,32 @@ impl Window {
     }
 
     /// Drops the entry of `key` whatever its version, cancelling its timer task. Returns whether
-    /// it was running.
+    /// its run had begun (running, or done).
     pub(crate) fn forget_any(&mut self, key: &str) -> bool {
         match self.entries.remove(key) {
             Some(Entry {
-                state: State::Armed(Some(h)),
+                state: State::Armed(h),
                 ..
             }) => {
-                h.cancel();
+                if let Some(h) = h {
+                    h.cancel();
+                }
                 false
             }
             Some(Entry {
-                state: State::Running,
+                state: State::Running | State::Done,
                 ..
             }) => true,
-            _ => false,
+            None => false,
+        }
+    }
+
+    /// The run of `key` at `version` ended: its outcome is on its way.
+    pub(crate) fn ran(&mut self, key: &str, version: u64) {
+        if let Some(e) = self.entries.get_mut(key)
+            && e.version == version
+        {
+            e.state = State::Done;
         }
     }
 
@@ -201,6 +223,7 @@ mod tests {
         let mut w = Window::default();
         let mut s = Shard::new(0);
         s.cursor = Some(cursor);
+        s.next = None;
         w.shards.insert(0, s);
         w
     }
@@ -225,8 +248,22 @@ mod tests {
         // Another shard: not held here.
         assert_eq!(w.stored(7, "f", 6, 50, 1000), Place::Elsewhere);
         assert_eq!(w.entries.len(), 3);
+        // A late report of a version known already: nothing to do.
+        assert_eq!(w.stored(0, "e", 5, 50, 1000), Place::Known);
+        assert_eq!(w.stored(0, "e", 4, 50, 1000), Place::Known);
         w.release(0);
         assert!(w.entries.is_empty() && w.epoch(0).is_none());
+    }
+
+    #[test]
+    fn a_shard_never_read_takes_no_job_past_its_cursor() {
+        // Found by the review of 2026-11-28: a first load that failed left `next` at `None`,
+        // read as "nothing stored past the cursor", so the next schedule moved the cursor past
+        // every stored job.
+        let mut w = Window::default();
+        w.shards.insert(0, Shard::new(0));
+        assert_eq!(w.stored(0, "new", 1, 150, 1000), Place::Disk);
+        assert_eq!(w.shards[&0].cursor, None);
     }
 
     #[test]
