@@ -1114,6 +1114,3 @@ fn close_racing_schedules() {
         );
     }
 }
-
-#[allow(dead_code)]
-fn unused(_: SystemTime) {}
