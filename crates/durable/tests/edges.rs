@@ -9,12 +9,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use support::{Env, HOUR, MIN, SEC, settle};
+use support::{Env, HOUR, Hooked, MIN, SEC, settle};
 use tickwheel::{InlineExecutor, Timer};
-use tickwheel_durable::store::{Applied, Cursor, Due, Op, Stored};
 use tickwheel_durable::{
-    Counts, DeadJob, Durability, Job, JobContext, JobError, Jobs, ManualWall, Misfire, OpenError,
-    RedbStore, RetryPolicy, Store, StoreError,
+    Counts, Durability, Job, JobContext, JobError, Jobs, ManualWall, Misfire, OpenError, RedbStore,
+    RetryPolicy,
 };
 
 const MS: Duration = Duration::from_millis(1);
@@ -36,91 +35,6 @@ fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     while !cond() {
         assert!(Instant::now() < give_up, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-/// A key whose `get` blocks once: it says so on the sender, and waits on the receiver.
-type Gate = (String, mpsc::Sender<()>, mpsc::Receiver<()>);
-
-/// A store that wraps redb and lets a test fail or hold some calls.
-struct Wrapped {
-    inner: RedbStore,
-    /// `due` fails this many more times.
-    fail_due: AtomicUsize,
-    /// `get` of this key blocks once: says so on `entered`, waits on `release`.
-    gate: Mutex<Option<Gate>>,
-    /// After committing an insert of this key, wait before returning (the commit's report to
-    /// the window comes late).
-    slow_insert: Mutex<Option<String>>,
-}
-
-impl Wrapped {
-    fn new(inner: RedbStore) -> Wrapped {
-        Wrapped {
-            inner,
-            fail_due: AtomicUsize::new(0),
-            gate: Mutex::new(None),
-            slow_insert: Mutex::new(None),
-        }
-    }
-}
-
-impl Store for Wrapped {
-    fn apply(&self, ops: &[Op], durable: bool) -> Result<Vec<Applied>, StoreError> {
-        let applied = self.inner.apply(ops, durable)?;
-        let slow = self.slow_insert.lock().unwrap().clone();
-        if let Some(key) = slow {
-            let hit = ops.iter().any(
-                |op| matches!(op, Op::Insert { jobs, .. } if jobs.iter().any(|j| j.key() == key)),
-            );
-            if hit {
-                std::thread::sleep(Duration::from_millis(500));
-            }
-        }
-        Ok(applied)
-    }
-    fn due(
-        &self,
-        shard: u32,
-        after: Option<&Cursor>,
-        until: u64,
-        limit: usize,
-    ) -> Result<Due, StoreError> {
-        if self
-            .fail_due
-            .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
-            .is_ok()
-        {
-            let e = std::io::Error::other("transient read error");
-            return Err(StoreError::Io(e));
-        }
-        self.inner.due(shard, after, until, limit)
-    }
-    fn get(&self, key: &str) -> Result<Option<Stored>, StoreError> {
-        let gate = {
-            let mut g = self.gate.lock().unwrap();
-            match &*g {
-                Some((k, _, _)) if k == key => g.take(),
-                _ => None,
-            }
-        };
-        if let Some((_, entered, release)) = gate {
-            entered.send(()).unwrap();
-            release.recv().unwrap();
-        }
-        self.inner.get(key)
-    }
-    fn dead(&self, after: Option<&str>, limit: usize) -> Result<Vec<DeadJob>, StoreError> {
-        self.inner.dead(after, limit)
-    }
-    fn counts(&self) -> Result<Counts, StoreError> {
-        self.inner.counts()
-    }
-    fn kinds(&self) -> Result<Vec<(String, u64)>, StoreError> {
-        self.inner.kinds()
-    }
-    fn close(&self) {
-        self.inner.close();
     }
 }
 
@@ -259,8 +173,8 @@ fn a_failed_first_load_loses_no_stored_job() {
         .unwrap();
     jobs.close().unwrap();
     drop(jobs);
-    let store = Wrapped::new(RedbStore::open(env.path()).unwrap());
-    store.fail_due.store(1, SeqCst);
+    let (store, knobs) = Hooked::new(RedbStore::open(env.path()).unwrap());
+    knobs.fail_due.store(1, SeqCst);
     let jobs = env.builder().open_store(store).unwrap();
     jobs.schedule(Job::new("new", "ok", env.now() + 20 * SEC))
         .unwrap();
@@ -282,10 +196,10 @@ fn a_failed_first_load_loses_no_stored_job() {
 #[test]
 fn cancel_answers_the_truth_about_the_run() {
     let env = Env::new();
-    let store = Wrapped::new(RedbStore::open(env.path()).unwrap());
+    let (store, knobs) = Hooked::new(RedbStore::open(env.path()).unwrap());
     let (entered_tx, entered) = mpsc::channel();
     let (release, release_rx) = mpsc::channel();
-    *store.gate.lock().unwrap() = Some(("k".to_owned(), entered_tx, release_rx));
+    *knobs.gate.lock().unwrap() = Some(("k".to_owned(), entered_tx, release_rx));
     let jobs = env.builder().open_store(store).unwrap();
     jobs.schedule(Job::new("k", "ok", env.now())).unwrap();
     entered.recv().unwrap(); // the run claimed the job and reads it
@@ -362,36 +276,12 @@ fn inline_executor_with_small_load_batch_does_not_overflow_the_stack() {
 #[test]
 fn a_version_runs_at_most_once_when_a_load_beats_the_commit_report() {
     let env = Env::new();
-    let store = Arc::new(Wrapped::new(RedbStore::open(env.path()).unwrap()));
-    struct Shared(Arc<Wrapped>);
-    impl Store for Shared {
-        fn apply(&self, ops: &[Op], durable: bool) -> Result<Vec<Applied>, StoreError> {
-            self.0.apply(ops, durable)
-        }
-        fn due(&self, s: u32, a: Option<&Cursor>, u: u64, l: usize) -> Result<Due, StoreError> {
-            self.0.due(s, a, u, l)
-        }
-        fn get(&self, key: &str) -> Result<Option<Stored>, StoreError> {
-            self.0.get(key)
-        }
-        fn dead(&self, a: Option<&str>, l: usize) -> Result<Vec<DeadJob>, StoreError> {
-            self.0.dead(a, l)
-        }
-        fn counts(&self) -> Result<Counts, StoreError> {
-            self.0.counts()
-        }
-        fn kinds(&self) -> Result<Vec<(String, u64)>, StoreError> {
-            self.0.kinds()
-        }
-        fn close(&self) {
-            self.0.close()
-        }
-    }
-    let jobs = env.builder().open_store(Shared(store.clone())).unwrap();
+    let (store, knobs) = Hooked::new(RedbStore::open(env.path()).unwrap());
+    let jobs = env.builder().open_store(store).unwrap();
     let t0 = env.now();
     jobs.schedule(Job::new("trigger", "ok", t0 + 2 * HOUR))
         .unwrap(); // a load at t0 + 1 h
-    *store.slow_insert.lock().unwrap() = Some("victim".into());
+    *knobs.slow_insert.lock().unwrap() = Some("victim".into());
     let j = jobs.clone();
     let scheduling = std::thread::spawn(move || {
         j.schedule(Job::new("victim", "ok", t0 + HOUR + MS))
@@ -411,41 +301,10 @@ fn a_version_runs_at_most_once_when_a_load_beats_the_commit_report() {
 /// takes requests: every later call waits for ever.
 #[test]
 fn a_panicking_store_apply_gives_errors_not_panics_or_hangs() {
-    struct Boom(RedbStore, AtomicBool);
-    impl Store for Boom {
-        fn apply(&self, ops: &[Op], durable: bool) -> Result<Vec<Applied>, StoreError> {
-            if self.1.swap(false, SeqCst) {
-                panic!("store bug");
-            }
-            self.0.apply(ops, durable)
-        }
-        fn due(&self, s: u32, a: Option<&Cursor>, u: u64, l: usize) -> Result<Due, StoreError> {
-            self.0.due(s, a, u, l)
-        }
-        fn get(&self, key: &str) -> Result<Option<Stored>, StoreError> {
-            self.0.get(key)
-        }
-        fn dead(&self, a: Option<&str>, l: usize) -> Result<Vec<DeadJob>, StoreError> {
-            self.0.dead(a, l)
-        }
-        fn counts(&self) -> Result<Counts, StoreError> {
-            self.0.counts()
-        }
-        fn kinds(&self) -> Result<Vec<(String, u64)>, StoreError> {
-            self.0.kinds()
-        }
-        fn close(&self) {
-            self.0.close()
-        }
-    }
     let env = Env::new();
-    let jobs = env
-        .builder()
-        .open_store(Boom(
-            RedbStore::open(env.path()).unwrap(),
-            AtomicBool::new(true),
-        ))
-        .unwrap();
+    let (store, knobs) = Hooked::new(RedbStore::open(env.path()).unwrap());
+    knobs.panic_apply.store(true, SeqCst);
+    let jobs = env.builder().open_store(store).unwrap();
     let j = jobs.clone();
     let at = env.now() + HOUR;
     let first = within(5, "first schedule", move || {
@@ -455,7 +314,7 @@ fn a_panicking_store_apply_gives_errors_not_panics_or_hangs() {
         }))
         .map_err(|_| "the caller panicked".to_owned())
     });
-    eprintln!("d8 first: {first:?}");
+
     let j = jobs.clone();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {

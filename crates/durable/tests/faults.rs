@@ -5,12 +5,10 @@
 mod support;
 
 use std::process::{Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::atomic::Ordering::SeqCst;
 
-use support::{Env, MIN, SEC, settle};
-use tickwheel_durable::store::{Applied, Counts, Cursor, Due, Op, Stored};
-use tickwheel_durable::{DeadJob, Job, JobError, Jobs, RedbStore, Store, StoreError};
+use support::{Env, Hooked, MIN, SEC, settle};
+use tickwheel_durable::{Job, JobError, Jobs, RedbStore, Store, StoreError};
 
 const CHILD: &str = "DURABLE_FULL_DISK_CHILD";
 
@@ -102,54 +100,11 @@ fn a_full_disk_refuses_schedules_and_loses_nothing_acknowledged() {
     );
 }
 
-/// A store whose commits fail while `failing` is set.
-struct Flaky {
-    inner: RedbStore,
-    failing: Arc<AtomicBool>,
-}
-
-impl Store for Flaky {
-    fn apply(&self, ops: &[Op], durable: bool) -> Result<Vec<Applied>, StoreError> {
-        if self.failing.load(SeqCst) {
-            let e = std::io::Error::new(std::io::ErrorKind::StorageFull, "no space left");
-            return Err(StoreError::Io(e));
-        }
-        self.inner.apply(ops, durable)
-    }
-    fn due(
-        &self,
-        shard: u32,
-        after: Option<&Cursor>,
-        until: u64,
-        limit: usize,
-    ) -> Result<Due, StoreError> {
-        self.inner.due(shard, after, until, limit)
-    }
-    fn get(&self, key: &str) -> Result<Option<Stored>, StoreError> {
-        self.inner.get(key)
-    }
-    fn dead(&self, after: Option<&str>, limit: usize) -> Result<Vec<DeadJob>, StoreError> {
-        self.inner.dead(after, limit)
-    }
-    fn counts(&self) -> Result<Counts, StoreError> {
-        self.inner.counts()
-    }
-    fn kinds(&self) -> Result<Vec<(String, u64)>, StoreError> {
-        self.inner.kinds()
-    }
-    fn close(&self) {
-        self.inner.close();
-    }
-}
-
 #[test]
 fn failed_commits_are_errors_and_a_runs_delete_is_kept_until_it_commits() {
     let env = Env::new();
-    let failing = Arc::new(AtomicBool::new(false));
-    let store = Flaky {
-        inner: RedbStore::open(env.path()).unwrap(),
-        failing: failing.clone(),
-    };
+    let (store, knobs) = Hooked::new(RedbStore::open(env.path()).unwrap());
+    let failing = &knobs.fail_apply;
     let jobs = env.builder().open_store(store).unwrap();
     jobs.schedule(Job::new("kept", "ok", env.now() + MIN))
         .unwrap();

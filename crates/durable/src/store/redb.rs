@@ -299,6 +299,12 @@ impl Writer<'_> {
         Ok(Applied::Inserted(versions))
     }
 
+    /// The record of the waiting job `key`, copied out.
+    fn record(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let record = self.jobs.get(key).map_err(fail)?;
+        Ok(record.map(|r| r.value().to_vec()))
+    }
+
     /// Removes the waiting job `key` (only if it has `version`, if given): its record, version
     /// and kind.
     fn remove(
@@ -306,12 +312,7 @@ impl Writer<'_> {
         key: &str,
         version: Option<u64>,
     ) -> Result<Option<(Vec<u8>, u64, String)>, StoreError> {
-        let Some(record) = self
-            .jobs
-            .get(key)
-            .map_err(fail)?
-            .map(|r| r.value().to_vec())
-        else {
+        let Some(record) = self.record(key)? else {
             return Ok(None);
         };
         let (job, v) = record::decode(key, &record)?;
@@ -333,12 +334,7 @@ impl Writer<'_> {
         deadline: u64,
         failed: u32,
     ) -> Result<Option<u64>, StoreError> {
-        let Some(record) = self
-            .jobs
-            .get(key)
-            .map_err(fail)?
-            .map(|r| r.value().to_vec())
-        else {
+        let Some(record) = self.record(key)? else {
             return Ok(None);
         };
         let (old, v) = deadline_and_version(key, &record)?;

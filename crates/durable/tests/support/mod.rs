@@ -115,3 +115,114 @@ pub fn settle(jobs: &Jobs) {
         jobs.sync().expect("sync");
     }
 }
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+
+use tickwheel_durable::store::{Applied, Counts, Cursor, Due, Op, Stored};
+use tickwheel_durable::{DeadJob, RedbStore, Store, StoreError};
+
+/// A key whose `get` blocks once: it says so on the sender, and waits on the receiver.
+pub type Gate = (
+    String,
+    std::sync::mpsc::Sender<()>,
+    std::sync::mpsc::Receiver<()>,
+);
+
+/// How a [`Hooked`] store gets in the way, set by the test while the jobs use the store.
+#[derive(Default)]
+pub struct Knobs {
+    /// Commits fail (a full disk) while set.
+    pub fail_apply: AtomicBool,
+    /// The next commit panics (a store breaking its contract).
+    pub panic_apply: AtomicBool,
+    /// The window's reads fail this many more times.
+    pub fail_due: AtomicUsize,
+    /// `get` of this key blocks once.
+    pub gate: Mutex<Option<Gate>>,
+    /// After committing an insert of this key, the commit returns 500 ms late (its report to
+    /// the window comes late).
+    pub slow_insert: Mutex<Option<String>>,
+}
+
+/// A redb store a test can get in the way of (see [`Knobs`]); everything else goes through.
+pub struct Hooked {
+    inner: RedbStore,
+    knobs: Arc<Knobs>,
+}
+
+impl Hooked {
+    /// The store, and its knobs for the test to keep.
+    pub fn new(inner: RedbStore) -> (Hooked, Arc<Knobs>) {
+        let knobs = Arc::new(Knobs::default());
+        let store = Hooked {
+            inner,
+            knobs: knobs.clone(),
+        };
+        (store, knobs)
+    }
+}
+
+impl Store for Hooked {
+    fn apply(&self, ops: &[Op], durable: bool) -> Result<Vec<Applied>, StoreError> {
+        let k = &self.knobs;
+        if k.panic_apply.swap(false, SeqCst) {
+            panic!("a store breaking its contract");
+        }
+        if k.fail_apply.load(SeqCst) {
+            let e = std::io::Error::new(std::io::ErrorKind::StorageFull, "no space left");
+            return Err(StoreError::Io(e));
+        }
+        let applied = self.inner.apply(ops, durable)?;
+        let slow = k.slow_insert.lock().unwrap().clone();
+        let inserts = |key: &str| {
+            ops.iter().any(
+                |op| matches!(op, Op::Insert { jobs, .. } if jobs.iter().any(|j| j.key() == key)),
+            )
+        };
+        if slow.is_some_and(|key| inserts(&key)) {
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        Ok(applied)
+    }
+
+    fn due(&self, s: u32, a: Option<&Cursor>, u: u64, l: usize) -> Result<Due, StoreError> {
+        let failing = (self.knobs.fail_due).fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1));
+        if failing.is_ok() {
+            return Err(StoreError::Io(std::io::Error::other(
+                "transient read error",
+            )));
+        }
+        self.inner.due(s, a, u, l)
+    }
+
+    fn get(&self, key: &str) -> Result<Option<Stored>, StoreError> {
+        let gate = {
+            let mut g = self.knobs.gate.lock().unwrap();
+            match &*g {
+                Some((k, _, _)) if k == key => g.take(),
+                _ => None,
+            }
+        };
+        if let Some((_, entered, release)) = gate {
+            entered.send(()).unwrap();
+            release.recv().unwrap();
+        }
+        self.inner.get(key)
+    }
+
+    fn dead(&self, after: Option<&str>, limit: usize) -> Result<Vec<DeadJob>, StoreError> {
+        self.inner.dead(after, limit)
+    }
+
+    fn counts(&self) -> Result<Counts, StoreError> {
+        self.inner.counts()
+    }
+
+    fn kinds(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        self.inner.kinds()
+    }
+
+    fn close(&self) {
+        self.inner.close();
+    }
+}

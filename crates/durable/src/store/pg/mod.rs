@@ -294,6 +294,16 @@ impl Shared {
             notes.push((shard, key.to_owned(), version, deadline));
         };
         let version_of = |rows: Vec<Row>| rows.first().map(|r| r.get::<_, i64>(0) as u64);
+        // A job moved to a new version and deadline (`version, shard` rows): announced.
+        let mut moved = |rows: Vec<Row>, key: &str, deadline: u64| {
+            let row = rows
+                .first()
+                .map(|r| (r.get::<_, i64>(0) as u64, r.get::<_, i32>(1)));
+            if let Some((version, shard)) = row {
+                note(key, version, deadline, shard as u32);
+            }
+            Applied::Moved(row.map(|(v, _)| v))
+        };
         Ok(match op {
             Op::Insert { jobs, upsert } => {
                 // An upsert of one key twice in a batch: the last one stands.
@@ -344,15 +354,7 @@ impl Shared {
             Op::Cancel { key } => Applied::Removed(version_of(tx.query(&q.cancel, &[key])?)),
             Op::Reschedule { key, deadline } => {
                 let rows = tx.query(&q.reschedule, &[key, &to_db(*deadline)])?;
-                if let Some(r) = rows.first() {
-                    note(
-                        key,
-                        r.get::<_, i64>(0) as u64,
-                        *deadline,
-                        r.get::<_, i32>(1) as u32,
-                    );
-                }
-                Applied::Moved(version_of(rows))
+                moved(rows, key, *deadline)
             }
             Op::Complete {
                 key,
@@ -379,15 +381,7 @@ impl Shared {
                         &to_db(*deadline),
                     ],
                 )?;
-                if let Some(r) = rows.first() {
-                    note(
-                        key,
-                        r.get::<_, i64>(0) as u64,
-                        *deadline,
-                        r.get::<_, i32>(1) as u32,
-                    );
-                }
-                Applied::Moved(version_of(rows))
+                moved(rows, key, *deadline)
             }
             Op::Bury {
                 key,
@@ -416,15 +410,7 @@ impl Shared {
                     return Ok(Applied::Duplicate(key.clone()));
                 }
                 let rows = tx.query(&q.requeue, &[key, &to_db(*deadline)])?;
-                if let Some(r) = rows.first() {
-                    note(
-                        key,
-                        r.get::<_, i64>(0) as u64,
-                        *deadline,
-                        r.get::<_, i32>(1) as u32,
-                    );
-                }
-                Applied::Moved(version_of(rows))
+                moved(rows, key, *deadline)
             }
             Op::DropDead { key } => Applied::Removed(version_of(tx.query(&q.drop_dead, &[key])?)),
         })
