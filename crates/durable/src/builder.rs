@@ -184,6 +184,11 @@ impl JobsBuilder {
         if !unknown.is_empty() && !self.keep_unknown_kinds {
             return Err(OpenError::UnknownKinds(unknown));
         }
+        if store.announces_within().is_some_and(|w| self.horizon > w) {
+            return Err(OpenError::Config(
+                "the horizon is longer than the store announces jobs ahead (notify_within)",
+            ));
+        }
         #[cfg(feature = "postgres")]
         if !store.runs_sql_handlers()
             && (self.handlers.values()).any(|r| matches!(r, Runner::InTransaction(_)))
@@ -231,7 +236,7 @@ impl JobsBuilder {
         if self
             .handlers
             .keys()
-            .any(|k| k.is_empty() || k.len() > MAX_KIND_LEN)
+            .any(|k| k.is_empty() || k.len() > MAX_KIND_LEN || k.contains('\0'))
         {
             return Err(OpenError::Config("a kind must have 1 to 64 bytes"));
         }

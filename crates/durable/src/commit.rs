@@ -105,7 +105,14 @@ pub(crate) struct Pending {
     pub(crate) ops: Vec<Op>,
     pub(crate) reply: Option<Arc<Answer<Reply>>>,
     pub(crate) since: Instant,
+    /// Failed commits so far (the jobs' own requests are tried again, up to [`OWN_TRIES`]).
+    pub(crate) tries: u32,
 }
+
+/// How often the jobs' own request is tried before it is given up (about ten seconds of a
+/// store that refuses it): the window then forgets the run and reads its shard again, so the
+/// job, still stored, runs again (at least once) instead of holding memory for ever.
+const OWN_TRIES: u32 = 100;
 
 impl Drop for Pending {
     fn drop(&mut self) {
@@ -177,6 +184,9 @@ impl Queue {
 /// amend the answers (a cancel that came too late for a run that had begun).
 pub(crate) trait Committed: Send + Sync {
     fn committed(&self, ops: &[Op], applied: &mut [Applied]);
+
+    /// The jobs' own `ops` could not be committed and were given up.
+    fn abandoned(&self, ops: &[Op]);
 }
 
 thread_local! {
@@ -431,8 +441,15 @@ impl Committer {
                 match (p.reply.take(), result) {
                     (Some(reply), result) => reply.give((std::mem::take(&mut p.ops), result)),
                     (None, Ok(_)) => {}
-                    // The jobs' own request failed: keep it for the next batch.
-                    (None, Err(_)) => self.again.push(Request::Ops(p)),
+                    // The jobs' own request failed: keep it for the next batch, or give it up.
+                    (None, Err(_)) => {
+                        p.tries += 1;
+                        if p.tries < OWN_TRIES {
+                            self.again.push(Request::Ops(p));
+                        } else if let Some(sink) = self.sink.upgrade() {
+                            let _ = catch_unwind(AssertUnwindSafe(|| sink.abandoned(&p.ops)));
+                        }
+                    }
                 }
             }
             Request::Sync(reply) => {

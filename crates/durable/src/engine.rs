@@ -20,7 +20,7 @@ use crate::job::wall_ns;
 use crate::retry::RetryPolicy;
 use crate::stats::{Histogram, Stats};
 use crate::store::{Applied, Cursor, Event, Lease, Op, Store};
-use crate::window::{Entry, Place, Shard, State, Window};
+use crate::window::{Entry, Place, State, Window};
 
 /// What runs jobs that were overdue when the store was opened (after a crash, or a stop longer
 /// than their delay).
@@ -155,10 +155,7 @@ impl Engine {
         }
         match event {
             Event::Held(lease) => {
-                let mut w = self.window.lock();
-                w.release(lease.shard); // a shard lost and taken back: from scratch
-                w.shards.insert(lease.shard, Shard::new(lease.epoch));
-                drop(w);
+                self.window.lock().take(lease.shard, lease.epoch);
                 // A small first read, so the first overdue job runs at once, however many
                 // are stored.
                 self.load(lease.shard, FIRST_LOAD.min(self.config.batch));
@@ -224,6 +221,7 @@ impl Engine {
             ops,
             reply: Some(answer.clone()),
             since: Instant::now(),
+            tries: 0,
         });
         // Not queued (closed): the request answers as it drops. Queued, it is answered (dropped
         // unanswered, too): the ops come back either way.
@@ -243,6 +241,7 @@ impl Engine {
             ops: vec![op],
             reply: None,
             since: Instant::now(),
+            tries: 0,
         }));
     }
 
@@ -555,6 +554,15 @@ impl Engine {
     }
 }
 
+/// The shard to read again if a run's outcome under `lease` was refused because the lease
+/// changed since (this node holds the shard under another epoch now): the job is still stored,
+/// and out of memory. (Refused under the same lease, the job was cancelled or moved: nothing to
+/// read.)
+fn fenced(w: &Window, lease: Lease) -> Option<u32> {
+    let now = w.epoch(lease.shard)?;
+    (now != lease.epoch).then_some(lease.shard)
+}
+
 thread_local! {
     /// This thread is inside `Engine::load`.
     static LOADING: Cell<bool> = const { Cell::new(false) };
@@ -578,12 +586,42 @@ const FIRST_LOAD: usize = 256;
 const RELOAD_AFTER_ERROR: u64 = 1_000_000_000;
 
 impl Committed for Engine {
+    /// A run's outcome given up: the run leaves memory and its shard is read again, so the job
+    /// (still stored) runs again.
+    fn abandoned(&self, ops: &[Op]) {
+        let mut shards = Vec::new();
+        {
+            let mut w = self.window.lock();
+            for op in ops {
+                let (Op::Complete { key, version, .. }
+                | Op::Retry { key, version, .. }
+                | Op::Bury { key, version, .. }) = op
+                else {
+                    continue;
+                };
+                w.forget(key, *version);
+                let shard = self.store.shard_of(key);
+                if let Some(s) = w.shards.get_mut(&shard) {
+                    s.cursor = None;
+                    s.next = Some(0);
+                    shards.push(shard);
+                }
+            }
+        }
+        for shard in shards {
+            self.load_at(shard, 0);
+        }
+    }
+
     /// Moves the committed changes into the window: stored jobs are armed (if their shard is
     /// held here and the window covers them, or can), removed ones disarmed.
     fn committed(&self, ops: &[Op], applied: &mut [Applied]) {
         let end = self.now().saturating_add(self.config.horizon);
         let mut arm = Vec::new();
         let mut touched = Vec::new();
+        // Shards to read again from the start: a run's outcome was fenced off by a lease that
+        // changed meanwhile, and the job, still stored, is out of memory.
+        let mut reread = Vec::new();
         let mut w = self.window.lock();
         let mut place = |w: &mut Window, key: &str, version: u64, deadline: u64| {
             let shard = self.store.shard_of(key);
@@ -617,12 +655,25 @@ impl Committed for Engine {
                     }
                 }
                 // A run's outcome committed (or found the job gone): its entry ends.
-                (Op::Complete { key, version, .. }, _) => w.forget(key, *version),
+                (
+                    Op::Complete {
+                        key,
+                        version,
+                        lease,
+                    },
+                    done,
+                ) => {
+                    w.forget(key, *version);
+                    if matches!(done, Applied::Removed(None)) {
+                        reread.extend(fenced(&w, *lease));
+                    }
+                }
                 (
                     Op::Bury {
                         key,
                         version,
                         failed,
+                        lease,
                         ..
                     },
                     removed,
@@ -632,15 +683,36 @@ impl Committed for Engine {
                         if !failed {
                             self.counters.misfired.fetch_add(1, Relaxed);
                         }
+                    } else {
+                        reread.extend(fenced(&w, *lease));
                     }
                     w.forget(key, *version);
                 }
-                (Op::Retry { key, version, .. }, Applied::Moved(None)) => w.forget(key, *version),
+                (
+                    Op::Retry {
+                        key,
+                        version,
+                        lease,
+                        ..
+                    },
+                    Applied::Moved(None),
+                ) => {
+                    reread.extend(fenced(&w, *lease));
+                    w.forget(key, *version);
+                }
                 _ => {}
             }
         }
         touched.sort_unstable();
         touched.dedup();
+        reread.sort_unstable();
+        reread.dedup();
+        for &shard in &reread {
+            if let Some(s) = w.shards.get_mut(&shard) {
+                s.cursor = None;
+                s.next = Some(0);
+            }
+        }
         let loads: Vec<(u32, u64)> = (touched.iter())
             .filter_map(|&shard| Some((shard, w.shards.get(&shard)?.next?)))
             .collect();
@@ -650,6 +722,9 @@ impl Committed for Engine {
         // window must read them first.
         for (shard, next) in loads {
             self.load_at(shard, next.saturating_sub(self.config.horizon));
+        }
+        for shard in reread {
+            self.load_at(shard, 0);
         }
     }
 }

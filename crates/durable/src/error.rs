@@ -10,14 +10,14 @@ use std::io;
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum JobError {
-    /// A key must have 1 to [`MAX_KEY_LEN`](crate::MAX_KEY_LEN) bytes.
+    /// A key must have 1 to [`MAX_KEY_LEN`](crate::MAX_KEY_LEN) bytes, none of them NUL.
     BadKey {
         /// Its length.
         len: usize,
         /// The limit.
         max: usize,
     },
-    /// A kind must have 1 to [`MAX_KIND_LEN`](crate::MAX_KIND_LEN) bytes.
+    /// A kind must have 1 to [`MAX_KIND_LEN`](crate::MAX_KIND_LEN) bytes, none of them NUL.
     BadKind {
         /// Its length.
         len: usize,
@@ -50,10 +50,16 @@ impl fmt::Display for JobError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             JobError::BadKey { len, max } => {
-                write!(f, "a key must have 1 to {max} bytes (this one has {len})")
+                write!(
+                    f,
+                    "a key must have 1 to {max} bytes and no NUL (this one has {len})"
+                )
             }
             JobError::BadKind { len, max } => {
-                write!(f, "a kind must have 1 to {max} bytes (this one has {len})")
+                write!(
+                    f,
+                    "a kind must have 1 to {max} bytes and no NUL (this one has {len})"
+                )
             }
             JobError::PayloadTooLarge { len, max } => {
                 write!(

@@ -33,6 +33,9 @@ pub(crate) fn in_handler() -> usize {
 /// How long a job whose record could not be read waits to try again (wall ns).
 const READ_RETRY: u64 = 1_000_000_000;
 
+/// How long a job waits for its shard's late lease renewal before it looks again (wall ns).
+const HOLD_OFF: u64 = 100_000_000;
+
 /// Counts a run as running, here and for `close`, until it drops (however the run ends).
 struct Running<'a>(&'a Engine);
 
@@ -86,9 +89,19 @@ impl Engine {
             Ok(_) => return self.window.lock().forget(key, version),
             Err(_) => return self.read_later(key, version, now),
         };
-        // The claim (see the module docs).
+        // Counted as running before the claim: a close that sees no run running has closed
+        // first, and this run sees that and does not start.
+        let running = Running::enter(self);
+        if self.closed.load(Relaxed) {
+            return;
+        }
+        // The claim (see the module docs), under a lease that still holds after the read.
         {
             let mut w = self.window.lock();
+            if !self.store.holds(lease) {
+                drop(w);
+                return self.hold_off(key, version, now);
+            }
             match w.entries.get_mut(key) {
                 Some(e) if e.version == version && matches!(e.state, State::Armed(_)) => {
                     e.state = State::Running;
@@ -96,7 +109,6 @@ impl Engine {
                 _ => return, // cancelled or replaced since the read
             }
         }
-        let running = Running::enter(self);
         self.run(stored, lease, now);
         drop(running);
         if self.closed.load(Relaxed) {
@@ -117,9 +129,8 @@ impl Engine {
         let epoch = w.epoch(shard)?; // its shard is not held here any more
         let lease = Lease { shard, epoch };
         if !self.store.holds(lease) {
-            // The lease may pass to another node any moment: this node fires nothing more of
-            // the shard (its loss is on its way as an event).
-            w.release(shard);
+            drop(w);
+            self.hold_off(key, version, now);
             return None;
         }
         if now < deadline {
@@ -131,6 +142,22 @@ impl Engine {
             return None;
         }
         Some(lease)
+    }
+
+    /// The shard's lease does not hold by this node's clock right now (a renewal is late): the
+    /// job waits. If the renewal comes, under the same epoch, it runs then; if the lease is lost,
+    /// the loss's event takes the job out of memory.
+    fn hold_off(&self, key: &str, version: u64, now: u64) {
+        if let Some(e) = self.window.lock().entries.get_mut(key)
+            && e.version == version
+        {
+            e.state = State::Armed(None);
+        }
+        self.arm(vec![(
+            key.to_owned(),
+            version,
+            now.saturating_add(HOLD_OFF),
+        )]);
     }
 
     /// The job could not be read: it stays armed, a second later.

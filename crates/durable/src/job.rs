@@ -92,7 +92,7 @@ impl Job {
     /// or an oversized payload.
     pub(crate) fn check(&self, max_payload: usize) -> Result<(), JobError> {
         check_key(&self.key)?;
-        if self.kind.is_empty() || self.kind.len() > MAX_KIND_LEN {
+        if self.kind.is_empty() || self.kind.len() > MAX_KIND_LEN || self.kind.contains('\0') {
             return Err(JobError::BadKind {
                 len: self.kind.len(),
                 max: MAX_KIND_LEN,
@@ -108,9 +108,10 @@ impl Job {
     }
 }
 
-/// Checks a key: not empty, at most [`MAX_KEY_LEN`] bytes.
+/// Checks a key: not empty, at most [`MAX_KEY_LEN`] bytes, no NUL (which PostgreSQL's `text`
+/// cannot hold: one rule for every store).
 pub(crate) fn check_key(key: &str) -> Result<(), JobError> {
-    if key.is_empty() || key.len() > MAX_KEY_LEN {
+    if key.is_empty() || key.len() > MAX_KEY_LEN || key.contains('\0') {
         return Err(JobError::BadKey {
             len: key.len(),
             max: MAX_KEY_LEN,
@@ -191,15 +192,19 @@ mod tests {
         let table = [
             (
                 Job::new("", "kind", at),
-                "a key must have 1 to 512 bytes (this one has 0)",
+                "a key must have 1 to 512 bytes and no NUL (this one has 0)",
             ),
             (
                 Job::new(long_key, "kind", at),
-                "a key must have 1 to 512 bytes (this one has 513)",
+                "a key must have 1 to 512 bytes and no NUL (this one has 513)",
             ),
             (
                 Job::new("k", "", at),
-                "a kind must have 1 to 64 bytes (this one has 0)",
+                "a kind must have 1 to 64 bytes and no NUL (this one has 0)",
+            ),
+            (
+                Job::new("k\0", "kind", at),
+                "a key must have 1 to 512 bytes and no NUL (this one has 2)",
             ),
             (
                 Job::new("k", "kind", at).with_payload(vec![0; 9]),

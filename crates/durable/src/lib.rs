@@ -43,8 +43,9 @@
 //!
 //! # What a crash does
 //!
-//! A job runs at least once across crashes and exactly once within one process's life. At each
-//! step:
+//! A job runs at least once across crashes and exactly once within one process's life (on a
+//! store shared by many nodes: within one lease of its shard; a lease that passes on, even back
+//! to the same node, may run it again). At each step:
 //!
 //! | the crash comes | after the restart |
 //! |---|---|

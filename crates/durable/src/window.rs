@@ -192,6 +192,26 @@ impl Window {
         }
     }
 
+    /// This node takes `shard` (again) under `epoch`: read from scratch. The shard's armed jobs
+    /// go (a load arms them again under the new lease); those that ran or run stay, so the
+    /// load does not run their version again here: their outcomes, fenced off by the lease
+    /// change, end them, and the job is then read again (see `Engine::committed`).
+    pub(crate) fn take(&mut self, shard: u32, epoch: u64) {
+        if let Some(mut s) = self.shards.remove(&shard)
+            && let Some((load, _)) = s.load.take()
+        {
+            load.cancel();
+        }
+        let armed: Vec<String> = (self.entries.iter())
+            .filter(|(_, e)| e.shard == shard && matches!(e.state, State::Armed(_)))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in armed {
+            self.forget_any(&key);
+        }
+        self.shards.insert(shard, Shard::new(epoch));
+    }
+
     /// This node no longer holds `shard`: its jobs leave memory (armed ones are disarmed; a
     /// running one finishes, its outcome fenced off by the lost lease).
     pub(crate) fn release(&mut self, shard: u32) {

@@ -341,9 +341,9 @@ fn same_deadline_strange_keys_load_batch_1_beyond_the_horizon() {
     let d = env.now() + 2 * HOUR;
     let mut keys: Vec<String> = [
         "a",
-        "a\0",
-        "a\0b",
-        "a\0\0",
+        "a\u{1}",
+        "a\u{1}b",
+        "a\u{1}\u{1}",
         "é",
         "😀",
         "A",
@@ -367,9 +367,9 @@ fn same_deadline_strange_keys_load_batch_1_beyond_the_horizon() {
     assert_eq!(jobs.stats().in_memory, 0);
     env.advance(&jobs, HOUR); // loads happen here
     assert_eq!(env.ran().len(), 0, "not early");
-    jobs.schedule(Job::new("a\0a", "ok", d)).unwrap(); // inside, between cursor keys
+    jobs.schedule(Job::new("a\u{1}a", "ok", d)).unwrap(); // inside, between cursor keys
     jobs.schedule(Job::new("zzz", "ok", d)).unwrap();
-    keys.push("a\0a".into());
+    keys.push("a\u{1}a".into());
     keys.push("zzz".into());
     keys.push("later-1ns".into());
     env.advance(&jobs, HOUR - MS);

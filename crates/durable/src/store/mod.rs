@@ -279,6 +279,13 @@ pub trait Store: Send + Sync + 'static {
         Err("this store cannot run a handler in its transaction".into())
     }
 
+    /// How far ahead jobs stored by other nodes are announced ([`Event::Changed`]), if this
+    /// store has other nodes: the jobs' horizon must not be longer (checked at open), or a job
+    /// stored elsewhere within this node's window would never reach it.
+    fn announces_within(&self) -> Option<std::time::Duration> {
+        None
+    }
+
     /// Lets the store go (its file, its connections) once the jobs closed: every later call
     /// fails with [`StoreError::Closed`]. Waits for calls in progress.
     fn close(&self);

@@ -167,9 +167,12 @@ impl Leaser {
             for shard in lost {
                 let _ = self.events.send(Event::Lost { shard });
             }
-            // Rebalance: an even share for each live node.
-            let live: i64 = client.query_one(&q.live_nodes, &[&lease_ms])?.get(0);
-            let target = shared.shards.div_ceil(live.max(1) as u32) as usize;
+            // Rebalance: an even share for each live node, the shards that do not divide evenly
+            // going one each to the first nodes by name (so no live node is left without).
+            let live: Vec<String> = (client.query(&q.live_nodes, &[&lease_ms])?.iter())
+                .map(|r| r.get(0))
+                .collect();
+            let target = share(shared.shards, &live, node);
             let held_now = shared.held.lock().len();
             if held_now > target {
                 let extra: Vec<i32> = {
@@ -277,6 +280,14 @@ impl Leaser {
     }
 }
 
+/// How many of `shards` the node `me` should hold among the `live` nodes (sorted by name): an
+/// even share, the remainder one each to the first nodes.
+fn share(shards: u32, live: &[String], me: &str) -> usize {
+    let n = live.len().max(1) as u32;
+    let rank = live.iter().position(|id| id == me).unwrap_or(live.len()) as u32;
+    (shards / n + u32::from(rank < shards % n)) as usize
+}
+
 /// The next `shard version deadline len key\n` record of an announcement.
 fn next_record<'a>(rest: &mut &'a str) -> Option<(u32, u64, u64, &'a str)> {
     let mut head = rest.splitn(5, ' ');
@@ -293,6 +304,36 @@ fn next_record<'a>(rest: &mut &'a str) -> Option<(u32, u64, u64, &'a str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_live_node_gets_a_share() {
+        // Found by the review of 2026-11-28: each node took the rounded-up share, and 64 shards
+        // on 9 nodes left one node with none ([8, 8, 8, 8, 8, 8, 8, 8, 0]).
+        for (shards, nodes) in [
+            (64u32, 9usize),
+            (64, 40),
+            (8, 3),
+            (1, 2),
+            (65_536, 7),
+            (5, 5),
+        ] {
+            let live: Vec<String> = (0..nodes).map(|i| format!("n{i:03}")).collect();
+            let shares: Vec<usize> = live.iter().map(|me| share(shards, &live, me)).collect();
+            assert_eq!(
+                shares.iter().sum::<usize>(),
+                shards as usize,
+                "{shards} over {nodes}"
+            );
+            let (lo, hi) = (shares.iter().min().unwrap(), shares.iter().max().unwrap());
+            assert!(hi - lo <= 1, "{shards} over {nodes}: {shares:?}");
+            assert!(
+                *lo > 0 || shards < nodes as u32,
+                "{shards} over {nodes}: {shares:?}"
+            );
+        }
+        // A node not (yet) among the live ones takes only what is left over.
+        assert_eq!(share(8, &["a".into(), "b".into()], "c"), 4);
+    }
 
     #[test]
     fn announcements_parse_keys_with_any_bytes() {

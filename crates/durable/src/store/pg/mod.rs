@@ -59,7 +59,7 @@ impl PgOptions {
             shards: 64,
             lease: Duration::from_secs(10),
             node: None,
-            notify_within: Duration::from_secs(3600),
+            notify_within: Duration::from_secs(2 * 3600),
             readers: 2,
         }
     }
@@ -86,7 +86,10 @@ impl PgOptions {
         self
     }
 
-    /// This node's name in the lease table (default: host name, process id and start time).
+    /// This node's name in the lease table (default: host name, process id and start time): 1 to
+    /// 64 bytes, no white space or control characters. Names must be unique among live nodes: a
+    /// store opened under the name of a node that beat within the last lease is refused
+    /// ([`OpenError::Locked`]; a node restarted under its old name waits out one lease).
     pub fn node(mut self, node: impl Into<String>) -> PgOptions {
         self.node = Some(node.into());
         self
@@ -94,7 +97,9 @@ impl PgOptions {
 
     /// Jobs stored due within this (by the wall clock, from now) are announced to the node that
     /// holds their shard, which arms them at once; later ones are read when its horizon reaches
-    /// them. At least the jobs' largest horizon (default one hour, the default horizon).
+    /// them. Fixed when the schema is made, like the shards, so every node announces alike; a
+    /// node's horizon must not be longer (checked when its jobs open), with room for the nodes'
+    /// clocks to disagree: the default is two hours, twice the default horizon.
     pub fn notify_within(mut self, within: Duration) -> PgOptions {
         self.notify_within = within;
         self
@@ -117,6 +122,16 @@ impl PgOptions {
         }
         if self.lease < Duration::from_millis(300) {
             return Err(OpenError::Config("a lease must last at least 300 ms"));
+        }
+        let good = |n: &str| {
+            !n.is_empty()
+                && n.len() <= 64
+                && !n.chars().any(|c| c.is_whitespace() || c.is_control())
+        };
+        if !self.node.as_deref().is_none_or(good) {
+            return Err(OpenError::Config(
+                "a node name has 1 to 64 bytes, no white space or control characters",
+            ));
         }
         Ok(())
     }
@@ -168,19 +183,33 @@ impl PgStore {
         let mut conn = Conn::new(&config);
         let client = conn.get().map_err(OpenError::from)?;
         let mut tx = client.transaction().map_err(|e| OpenError::from(pg(e)))?;
-        let shards = sql::migrate(&mut tx, &s, options.shards)?;
-        tx.commit().map_err(|e| OpenError::from(pg(e)))?;
+        let new = sql::Fixed {
+            shards: options.shards,
+            notify_within_ms: u64::try_from(options.notify_within.as_millis()).unwrap_or(u64::MAX),
+        };
+        let fixed = sql::migrate(&mut tx, &s, &new)?;
+        let shards = fixed.shards;
+        // Registered here, under the migration's lock: two nodes of one name would take each
+        // other's announcements for their own.
+        let q = Sql::new(&s);
+        let lease_ms = options.lease.as_secs_f64() * 1000.0;
+        let fail = |e: postgres::Error| OpenError::from(pg(e));
+        if !(tx.query(&q.live_node, &[&node, &lease_ms]).map_err(fail)?).is_empty() {
+            return Err(OpenError::Locked);
+        }
+        tx.execute(&q.heartbeat, &[&node]).map_err(fail)?;
+        tx.commit().map_err(fail)?;
         let readers = (0..options.readers.max(1))
             .map(|_| Mutex::new(Conn::new(&config)))
             .collect();
         Ok(PgStore {
             shared: Arc::new(Shared {
-                sql: Sql::new(&s),
+                sql: q,
                 node,
                 shards,
                 lease: options.lease,
                 config: config.clone(),
-                notify_within: u64::try_from(options.notify_within.as_nanos()).unwrap_or(u64::MAX),
+                notify_within: fixed.notify_within_ms.saturating_mul(1_000_000),
                 writer: Mutex::new(conn),
                 readers,
                 handlers: (0..4).map(|_| Mutex::new(Conn::new(&config))).collect(),
@@ -399,7 +428,8 @@ impl Shared {
                         &node,
                         &(lease.epoch as i64),
                         &i32::from(*failed),
-                        reason,
+                        // `text` holds no NUL: an error's text may have one.
+                        &reason.replace('\0', "\u{fffd}"),
                         &to_db(*at),
                     ],
                 )?;
@@ -552,6 +582,10 @@ impl Store for PgStore {
 
     fn runs_sql_handlers(&self) -> bool {
         true
+    }
+
+    fn announces_within(&self) -> Option<Duration> {
+        Some(Duration::from_nanos(self.shared.notify_within))
     }
 
     fn complete_in(

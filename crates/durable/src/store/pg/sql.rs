@@ -52,15 +52,28 @@ const MIGRATIONS: &[&str] = &["
     INSERT INTO {s}.tw_leases (shard) SELECT generate_series(0, {n} - 1);
     CREATE TABLE {s}.tw_nodes (id text PRIMARY KEY, heartbeat timestamptz NOT NULL);
     CREATE SEQUENCE {s}.tw_version;
-    INSERT INTO {s}.tw_meta (key, value) VALUES ('shards', {n});
+    INSERT INTO {s}.tw_meta (key, value) VALUES ('shards', {n}), ('notify_within_ms', {w});
 "];
 
-/// Makes or migrates the schema `s` (under an advisory lock, in one transaction), and returns its
-/// number of shards (fixed when it was made; `shards` is used only then).
-pub(super) fn migrate(tx: &mut Transaction<'_>, s: &str, shards: u32) -> Result<u32, OpenError> {
+/// What a schema fixes for every node when it is made.
+pub(super) struct Fixed {
+    pub(super) shards: u32,
+    /// How far ahead jobs are announced, ms (see `PgOptions::notify_within`).
+    pub(super) notify_within_ms: u64,
+}
+
+/// Makes or migrates the schema `name` (under an advisory lock, in one transaction), and returns
+/// what it fixed when it was made (`new` is used only then).
+pub(super) fn migrate(
+    tx: &mut Transaction<'_>,
+    name: &str,
+    new: &Fixed,
+) -> Result<Fixed, OpenError> {
     let fail = |e: postgres::Error| OpenError::from(pg(e));
-    tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&s])
+    tx.execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&name])
         .map_err(fail)?;
+    // Quoted: a name that is a keyword (`select`, `user`) is a name all the same.
+    let s = &quoted(name);
     tx.batch_execute(&format!(
         "CREATE SCHEMA IF NOT EXISTS {s};
          CREATE TABLE IF NOT EXISTS {s}.tw_meta (key text PRIMARY KEY, value bigint NOT NULL);"
@@ -85,7 +98,8 @@ pub(super) fn migrate(tx: &mut Transaction<'_>, s: &str, shards: u32) -> Result<
     for migration in &MIGRATIONS[found as usize..] {
         let sql = migration
             .replace("{s}", s)
-            .replace("{n}", &shards.to_string());
+            .replace("{n}", &new.shards.to_string())
+            .replace("{w}", &new.notify_within_ms.to_string());
         tx.batch_execute(&sql).map_err(fail)?;
     }
     tx.execute(
@@ -96,9 +110,13 @@ pub(super) fn migrate(tx: &mut Transaction<'_>, s: &str, shards: u32) -> Result<
         &[&SCHEMA_VERSION],
     )
     .map_err(fail)?;
-    let n =
-        meta("shards", tx)?.ok_or(OpenError::Corrupt(format!("schema {s} has no shard count")))?;
-    u32::try_from(n).map_err(|_| OpenError::Corrupt(format!("schema {s} has {n} shards")))
+    let corrupt = |what: &str| OpenError::Corrupt(format!("schema {s} has no {what}"));
+    let n = meta("shards", tx)?.ok_or_else(|| corrupt("shard count"))?;
+    let w = meta("notify_within_ms", tx)?.ok_or_else(|| corrupt("notify_within_ms"))?;
+    Ok(Fixed {
+        shards: u32::try_from(n).map_err(|_| corrupt("valid shard count"))?,
+        notify_within_ms: u64::try_from(w).map_err(|_| corrupt("valid notify_within_ms"))?,
+    })
 }
 
 /// Every statement, for one schema.
@@ -124,6 +142,7 @@ pub(super) struct Sql {
     pub(super) heartbeat: String,
     pub(super) renew: String,
     pub(super) live_nodes: String,
+    pub(super) live_node: String,
     pub(super) release: String,
     pub(super) release_all: String,
     pub(super) acquire: String,
@@ -133,7 +152,8 @@ pub(super) struct Sql {
 }
 
 impl Sql {
-    pub(super) fn new(s: &str) -> Sql {
+    pub(super) fn new(name: &str) -> Sql {
+        let s = &quoted(name);
         // A run's outcome applies only while the lease it ran under holds (fencing).
         let fence = format!(
             "EXISTS (SELECT 1 FROM {s}.tw_leases l WHERE l.shard = {s}.tw_jobs.shard
@@ -221,8 +241,12 @@ impl Sql {
                  WHERE owner = $1 AND expires > now() RETURNING shard, epoch"
             ),
             live_nodes: format!(
-                "SELECT count(*) FROM {s}.tw_nodes
-                 WHERE heartbeat > now() - $1::float8 * interval '1 millisecond'"
+                "SELECT id FROM {s}.tw_nodes
+                 WHERE heartbeat > now() - $1::float8 * interval '1 millisecond' ORDER BY id"
+            ),
+            live_node: format!(
+                "SELECT 1 FROM {s}.tw_nodes
+                 WHERE id = $1 AND heartbeat > now() - $2::float8 * interval '1 millisecond'"
             ),
             release: format!(
                 "UPDATE {s}.tw_leases SET owner = NULL, expires = now()
@@ -243,9 +267,14 @@ impl Sql {
             forget_nodes: format!(
                 "DELETE FROM {s}.tw_nodes WHERE heartbeat < now() - $1::float8 * interval '1 millisecond'"
             ),
-            channel: format!("tickwheel_{s}"),
+            channel: format!("tickwheel_{name}"),
         }
     }
+}
+
+/// The schema `name` (checked: a-z, 0-9, `_`) as a quoted identifier.
+fn quoted(name: &str) -> String {
+    format!("\"{name}\"")
 }
 
 /// A deadline (ns since 1970, `u64`) as PostgreSQL's `bigint`: past 2262 it saturates there.
