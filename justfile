@@ -62,7 +62,7 @@ crash rounds="50":
 # The durable jobs on PostgreSQL (127.0.0.1:5432, database test; TICKWHEEL_PG overrides): the
 # store, leases, fencing, and three node processes with one killed.
 pg:
-    cargo test -p tickwheel-durable --features postgres --test postgres --test failover -- --nocapture
+    cargo test -p tickwheel-durable --features postgres --test postgres --test postgres_edges --test failover -- --nocapture
 
 # A job scheduled, a real crash (the process aborts), a reopen: the job fires.
 durable-demo:
