@@ -27,7 +27,9 @@
 //! generational slab both heap baselines keep their items in. W13 measures the durable jobs of
 //! `tickwheel-durable` on the disk, against a Redis sorted set and a PostgreSQL
 //! `FOR UPDATE SKIP LOCKED` worker (through the `redis` and `postgres` clients, where those
-//! servers run on this machine), reading CPU and resident memory from [`procfs`] too.
+//! servers run on this machine), reading CPU and resident memory from [`procfs`] too; W14 runs
+//! them on PostgreSQL in node processes of their own (1 and 3 nodes, and a fail-over), against a
+//! pool of such workers.
 
 pub mod alloc;
 pub mod impls;

@@ -19,11 +19,13 @@
 //! | W10 | `demo.rs` | six million tasks through the service |
 //! | W11 | `futures.rs` | the timer's futures under tokio, against tokio's timer |
 //! | W12 | `slow.rs` | slow tasks among punctual ones |
-//! | W13 | `durable.rs` | durable jobs (`tickwheel-durable`) on one node, against Redis and PostgreSQL pollers |
+//! | W13 | `durable/one_node.rs` | durable jobs (`tickwheel-durable`) on one node, against Redis and PostgreSQL pollers |
+//! | W14 | `durable/cluster.rs` | durable jobs on PostgreSQL, 1 and 3 node processes, fail-over, against `SKIP LOCKED` pollers |
 //!
 //! W1–W5 and W9 run in virtual time over the [`impls`](crate::impls), whose registry lists the
 //! contenders; W6–W8 and W10–W12 run the threaded `tickwheel::Timer` on the real clock, W13 the
-//! durable jobs of `tickwheel-durable` on it and on the disk. What
+//! durable jobs of `tickwheel-durable` on it and on the disk, W14 the same jobs on PostgreSQL in
+//! node processes of their own (this program again: [`NODE_ARG`], [`node_main`]). What
 //! several share is here (the run's [`Config`], best-of helpers), in
 //! [`workloads`](crate::workloads) (seed, W1's deadlines, [`Timing`], insert-then-fire) and in
 //! [`service`](crate::service) (our timer's name in the tables, lateness).
@@ -45,6 +47,7 @@ mod threads;
 pub use accuracy::{AccuracyResult, accuracy};
 pub use churn::{ChurnParams, UniformParams, churn, churn_uniform};
 pub use demo::{DemoResult, demo_heap, demo_timer};
+pub use durable::{NODE_ARG, node_main};
 pub use idle::{IdleResult, W7_DELAY, idle};
 pub use long_range::insert_then_fire_one_advance;
 pub use memory::{
@@ -184,6 +187,7 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
         Box::new(futures::Futures),
         Box::new(slow::Slow),
         Box::new(durable::Durable),
+        Box::new(durable::DurableCluster),
     ]
 }
 

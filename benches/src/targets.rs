@@ -147,6 +147,36 @@ const TARGETS: &[Target] = &[
         "<= 200 B on disk per job (64-byte payload)",
         None,
     ),
+    t(
+        "W14.p99",
+        "W14",
+        "3 nodes: fire lateness p99 <= tick + 5 ms",
+        None,
+    ),
+    t(
+        "W14.early",
+        "W14",
+        "zero early runs (1 node, 3 nodes, fail-over)",
+        None,
+    ),
+    t(
+        "W14.lost",
+        "W14",
+        "zero lost runs (1 node, 3 nodes, fail-over); none run twice but across a lease change",
+        None,
+    ),
+    t(
+        "W14.failover",
+        "W14",
+        "fail-over after a SIGKILL <= lease + 2 s (3 nodes)",
+        None,
+    ),
+    t(
+        "W14.idle",
+        "W14",
+        "0 statements beyond lease renewal while idle, per node (jobs a day ahead)",
+        None,
+    ),
 ];
 
 fn find(key: &str) -> &'static Target {
