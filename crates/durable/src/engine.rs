@@ -69,6 +69,8 @@ pub(crate) struct Engine {
     pub(crate) config: Config,
     /// Wall-clock ns when the store was opened: jobs due before it were overdue at open.
     pub(crate) opened_at: u64,
+    /// How far ahead other nodes announce the jobs they store (wall ns), if there are others.
+    announced: Option<u64>,
     pub(crate) window: Mutex<Window>,
     /// To the commit thread; `None` once closed.
     queue: Arc<Queue>,
@@ -105,6 +107,8 @@ impl Engine {
         let queue = Arc::new(Queue::default());
         let commit_stats = Arc::new(CommitStats::new());
         let opened_at = wall_ns(parts.wall.now());
+        let announced = (parts.store.announces_within())
+            .map(|w| u64::try_from(w.as_nanos()).unwrap_or(u64::MAX));
         let engine = Arc::new_cyclic(|me: &Weak<Engine>| Engine {
             store: parts.store,
             timer: parts.timer,
@@ -112,6 +116,7 @@ impl Engine {
             handlers: parts.handlers,
             config: parts.config,
             opened_at,
+            announced,
             window: Mutex::new(Window::default()),
             queue: queue.clone(),
             commit_thread: Mutex::new(None),
@@ -347,6 +352,15 @@ impl Engine {
                     s.advance(Cursor::Through(until));
                     s.next = due.next;
                 }
+            }
+            // Other nodes announce only jobs due within the store's window: one stored later
+            // without an announcement is due past `now + window`, so this is no later than it,
+            // and the shard is read again before such a job can enter the horizon (found by
+            // W14: a job stored by one node, due past the window, in another's shard, never
+            // fired).
+            if let Some(window) = self.announced {
+                let unannounced = now.saturating_add(window);
+                s.next = Some(s.next.map_or(unannounced, |n| n.min(unannounced)));
             }
             (full, s.next)
         };

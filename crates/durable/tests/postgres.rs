@@ -428,3 +428,90 @@ fn a_node_whose_connections_are_cut_reconnects_and_loses_nothing() {
     ran.sort();
     assert_eq!(ran, ["after", "before"]);
 }
+
+/// Found by W14: the lease thread listened for announcements until a quiet moment, and a steady
+/// stream of them (a node's own schedules due soon are enough) kept it from ever renewing: every
+/// lease lapsed, and nothing fired. Under a steady stream the leases are renewed and a job due
+/// meanwhile runs.
+#[test]
+fn leases_are_renewed_under_a_steady_stream_of_announcements() {
+    let Some(schema) = Schema::new("stream") else {
+        return;
+    };
+    let store = PgStore::open(schema.options("busy")).unwrap();
+    let probe = store.clone();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let r = ran.clone();
+    let jobs = Jobs::builder()
+        .handler("mark", move |cx: &JobContext<'_>| {
+            r.lock().unwrap().push(cx.key().to_owned());
+            Ok(())
+        })
+        .open_store(store)
+        .unwrap();
+    eventually(10 * SEC, "all shards held", || jobs.stats().shards == 8);
+    jobs.schedule(Job::new("probe", "mark", SystemTime::now() + 2 * SEC))
+        .unwrap();
+    let before = probe.statements().1;
+    // 100 schedules a second, each due in a minute (announced), for three leases.
+    let end = Instant::now() + 3 * Duration::from_millis(900);
+    let mut i = 0;
+    while Instant::now() < end {
+        jobs.schedule(Job::new(format!("s{i}"), "mark", SystemTime::now() + MIN))
+            .unwrap();
+        i += 1;
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let renewals = probe.statements().1 - before;
+    assert!(
+        renewals >= 8,
+        "the lease thread sent {renewals} statements in three leases"
+    );
+    assert_eq!(jobs.stats().shards, 8);
+    eventually(10 * SEC, "the probe ran", || {
+        ran.lock().unwrap().contains(&"probe".to_owned())
+    });
+}
+
+/// Found by W14: a job stored by one node in another's shard, due past the announcement window,
+/// was never read by the shard's holder. The holder now reads its shards again before such a job
+/// can come within its horizon.
+#[test]
+fn a_job_stored_elsewhere_past_the_announcement_window_still_fires() {
+    let Some(schema) = Schema::new("far") else {
+        return;
+    };
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let node = |name: &'static str| {
+        let r = ran.clone();
+        let store = PgStore::open(schema.options(name).notify_within(2 * SEC)).unwrap();
+        let probe = store.clone();
+        let jobs = Jobs::builder()
+            .handler("mark", move |cx: &JobContext<'_>| {
+                r.lock().unwrap().push((name, cx.key().to_owned()));
+                Ok(())
+            })
+            .horizon(SEC)
+            .open_store(store)
+            .unwrap();
+        (jobs, probe)
+    };
+    let (a, a_store) = node("a");
+    let (b, _) = node("b");
+    eventually(15 * SEC, "four shards each", || {
+        a.stats().shards == 4 && b.stats().shards == 4
+    });
+    // A key in one of a's shards, stored through b, due past the 2 s window: not announced.
+    let held = a_store.held_shards();
+    let key = (0..)
+        .map(|i| format!("far-{i}"))
+        .find(|k| held.contains(&a_store.shard_of(k)))
+        .unwrap();
+    b.schedule(Job::new(key.as_str(), "mark", SystemTime::now() + 5 * SEC))
+        .unwrap();
+    eventually(20 * SEC, "the far job ran", || {
+        ran.lock().unwrap().iter().any(|(_, k)| *k == key)
+    });
+    let ran = ran.lock().unwrap();
+    assert_eq!(ran.iter().filter(|(_, k)| *k == key).count(), 1);
+}

@@ -227,15 +227,20 @@ impl Leaser {
             return std::thread::sleep(wait);
         };
         let mut payloads = Vec::new();
-        let broken = {
+        // Until `wait` is up, however many announcements come: the iterator's timeout starts
+        // again with each one, and a steady stream would never let the next round (the lease
+        // renewals) come (found by W14: every lease lapsed under load).
+        let until = Instant::now() + wait;
+        let broken = loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break false;
+            }
             let mut notes = client.notifications();
-            let mut iter = notes.timeout_iter(wait);
-            loop {
-                match iter.next() {
-                    Ok(Some(n)) => payloads.push(n.payload().to_owned()),
-                    Ok(None) => break false,
-                    Err(_) => break true,
-                }
+            match notes.timeout_iter(left).next() {
+                Ok(Some(n)) => payloads.push(n.payload().to_owned()),
+                Ok(None) => break false,
+                Err(_) => break true,
             }
         };
         if broken || client.is_closed() {
