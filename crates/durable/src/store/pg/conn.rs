@@ -3,11 +3,14 @@
 
 use postgres::{Client, Config, NoTls};
 
+use super::apply::Prepared;
 use crate::error::{OpenError, StoreError};
 
 pub(super) struct Conn {
     config: Config,
     client: Option<Client>,
+    /// The statements prepared on this connection (gone with it).
+    prepared: Prepared,
 }
 
 /// The connection settings of `conninfo`, named `tickwheel-durable/<node>` in the server's
@@ -29,25 +32,58 @@ impl Conn {
         Conn {
             config: config.clone(),
             client: None,
+            prepared: Prepared::default(),
         }
     }
 
     /// The client, connected now if it was not (or had broken).
     pub(super) fn get(&mut self) -> Result<&mut Client, StoreError> {
+        Ok(self.parts()?.0)
+    }
+
+    /// The client (connected now if need be) and its prepared statements.
+    pub(super) fn parts(&mut self) -> Result<(&mut Client, &mut Prepared), StoreError> {
         if self.client.as_ref().is_none_or(Client::is_closed) {
             self.client = None;
+            self.prepared = Prepared::default();
             let client = self.config.connect(NoTls).map_err(pg)?;
             self.client = Some(client);
         }
-        Ok(self.client.as_mut().expect("connected just above"))
+        let client = self.client.as_mut().expect("connected just above");
+        Ok((client, &mut self.prepared))
+    }
+
+    /// Runs `sql` (prepared on this connection the first time), counting its round trips.
+    pub(super) fn query(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+        trips: &mut u64,
+    ) -> Result<Vec<postgres::Row>, postgres::Error> {
+        let Some(client) = self.client.as_mut() else {
+            unreachable!("`query` follows `get`");
+        };
+        let st = self.prepared.get(client, sql, trips)?;
+        *trips += 1;
+        client.query(&st, params)
     }
 
     /// Drops the connection if `e` says it broke, so the next use reconnects.
     pub(super) fn check(&mut self, e: &postgres::Error) {
-        if e.is_closed() || self.client.as_ref().is_some_and(Client::is_closed) {
+        if lost(e) || self.client.as_ref().is_some_and(Client::is_closed) {
             self.client = None;
         }
     }
+}
+
+/// Whether `e` means the connection is gone: closed, or ended by the server (an administrator's
+/// `pg_terminate_backend`, a shutdown: SQLSTATE class 57P; a connection exception: class 08).
+pub(super) fn lost(e: &postgres::Error) -> bool {
+    e.is_closed()
+        || e.code().is_some_and(|c| {
+            let c = c.code();
+            c.starts_with("57P") || c.starts_with("08")
+        })
 }
 
 /// A PostgreSQL error as a store error: a lost connection or an I/O failure is `Io` (retried by

@@ -8,6 +8,7 @@
 //! [`PgOptions::notify_within`], is announced with `NOTIFY` in the storing transaction, so its
 //! holder arms it at once. PostgreSQL coordinates; there is no consensus of our own.
 
+mod apply;
 mod conn;
 mod leases;
 mod sql;
@@ -24,7 +25,7 @@ use self::conn::{Conn, pg};
 use self::sql::{Sql, from_db, to_db};
 use super::{Applied, Counts, Cursor, Due, Events, Lease, Op, Store, Stored};
 use crate::error::{OpenError, StoreError};
-use crate::job::{DeadJob, Job, wall_ns, wall_time};
+use crate::job::{DeadJob, Job, wall_time};
 
 /// Where and how a [`PgStore`] keeps its jobs.
 ///
@@ -241,31 +242,33 @@ impl PgStore {
         held
     }
 
-    /// Runs `f` on a read connection (reconnecting a broken one first).
-    fn read<T>(
+    /// Runs `sql` on a read connection (reconnecting a broken one first; prepared on it the
+    /// first time), its round trips counted.
+    fn read(
         &self,
-        f: impl Fn(&mut postgres::Client) -> Result<T, postgres::Error>,
-    ) -> Result<T, StoreError> {
+        sql: &str,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
         let readers = &self.shared.readers;
         let mut conn = (readers.iter())
             .find_map(|c| c.try_lock())
             .unwrap_or_else(|| readers[0].lock());
-        self.shared.statements.fetch_add(1, Relaxed);
-        match f(conn.get()?) {
-            Ok(v) => Ok(v),
+        let mut trips = 0;
+        conn.get()?;
+        let result = match conn.query(sql, params, &mut trips) {
             // A read is safe to send again: once, on a new connection, if the old one broke.
-            Err(e) if e.is_closed() => {
+            Err(e) if conn::lost(&e) => {
                 conn.check(&e);
-                f(conn.get()?).map_err(|e| {
-                    conn.check(&e);
-                    pg(e)
-                })
+                conn.get()?;
+                conn.query(sql, params, &mut trips)
             }
-            Err(e) => {
-                conn.check(&e);
-                Err(pg(e))
-            }
-        }
+            other => other,
+        };
+        self.shared.count(trips);
+        result.map_err(|e| {
+            conn.check(&e);
+            pg(e)
+        })
     }
 }
 
@@ -307,195 +310,38 @@ fn stored(row: &Row) -> Stored {
     }
 }
 
-/// Jobs stored in a batch that another node may have to arm: (shard, key, version, deadline).
-type Notes = Vec<(u32, String, u64, u64)>;
-
-impl Shared {
-    fn apply_in(
-        &self,
-        tx: &mut Transaction<'_>,
-        op: &Op,
-        notes: &mut Notes,
-    ) -> Result<Applied, postgres::Error> {
-        let q = &self.sql;
-        let node = self.node.as_str();
-        let mut note = |key: &str, version: u64, deadline: u64, shard: u32| {
-            notes.push((shard, key.to_owned(), version, deadline));
-        };
-        let version_of = |rows: Vec<Row>| rows.first().map(|r| r.get::<_, i64>(0) as u64);
-        // A job moved to a new version and deadline (`version, shard` rows): announced.
-        let mut moved = |rows: Vec<Row>, key: &str, deadline: u64| {
-            let row = rows
-                .first()
-                .map(|r| (r.get::<_, i64>(0) as u64, r.get::<_, i32>(1)));
-            if let Some((version, shard)) = row {
-                note(key, version, deadline, shard as u32);
-            }
-            Applied::Moved(row.map(|(v, _)| v))
-        };
-        Ok(match op {
-            Op::Insert { jobs, upsert } => {
-                // An upsert of one key twice in a batch: the last one stands.
-                let mut last: HashMap<&str, usize> = HashMap::new();
-                for (i, j) in jobs.iter().enumerate() {
-                    last.insert(j.key.as_str(), i);
-                }
-                let chosen: Vec<&Job> = match upsert {
-                    true => (jobs.iter().enumerate())
-                        .filter(|(i, j)| last[j.key.as_str()] == *i)
-                        .map(|(_, j)| j)
-                        .collect(),
-                    false => jobs.iter().collect(),
-                };
-                let keys: Vec<&str> = chosen.iter().map(|j| j.key.as_str()).collect();
-                let shards: Vec<i32> = (chosen.iter())
-                    .map(|j| shard_of(&j.key, self.shards) as i32)
-                    .collect();
-                let deadlines: Vec<i64> = chosen.iter().map(|j| to_db(j.deadline)).collect();
-                let kinds: Vec<&str> = chosen.iter().map(|j| j.kind.as_str()).collect();
-                let payloads: Vec<&[u8]> = chosen.iter().map(|j| j.payload.as_slice()).collect();
-                let statement = if *upsert { &q.upsert } else { &q.insert };
-                let mut sp = tx.savepoint("insert")?;
-                let rows = sp.query(statement, &[&keys, &shards, &deadlines, &kinds, &payloads])?;
-                let versions: HashMap<String, u64> = (rows.iter())
-                    .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1) as u64))
-                    .collect();
-                if let Some(dup) = jobs.iter().find(|j| !versions.contains_key(&j.key)) {
-                    sp.rollback()?;
-                    return Ok(Applied::Duplicate(dup.key.clone()));
-                }
-                // Twice in a batch of plain inserts: the second was skipped.
-                if !upsert && versions.len() < jobs.len() {
-                    sp.rollback()?;
-                    let mut seen = std::collections::HashSet::new();
-                    let dup = jobs.iter().find(|j| !seen.insert(j.key.as_str()));
-                    return Ok(Applied::Duplicate(
-                        dup.map(|j| j.key.clone()).unwrap_or_default(),
-                    ));
-                }
-                sp.commit()?;
-                let out: Vec<u64> = jobs.iter().map(|j| versions[&j.key]).collect();
-                for (j, &v) in jobs.iter().zip(&out) {
-                    note(&j.key, v, j.deadline, shard_of(&j.key, self.shards));
-                }
-                Applied::Inserted(out)
-            }
-            Op::Cancel { key } => Applied::Removed(version_of(tx.query(&q.cancel, &[key])?)),
-            Op::Reschedule { key, deadline } => {
-                let rows = tx.query(&q.reschedule, &[key, &to_db(*deadline)])?;
-                moved(rows, key, *deadline)
-            }
-            Op::Complete {
-                key,
-                version,
-                lease,
-            } => {
-                let params: [&(dyn postgres::types::ToSql + Sync); 4] =
-                    [key, &(*version as i64), &node, &(lease.epoch as i64)];
-                Applied::Removed(version_of(tx.query(&q.complete, &params)?))
-            }
-            Op::Retry {
-                key,
-                version,
-                deadline,
-                lease,
-            } => {
-                let rows = tx.query(
-                    &q.retry,
-                    &[
-                        key,
-                        &(*version as i64),
-                        &node,
-                        &(lease.epoch as i64),
-                        &to_db(*deadline),
-                    ],
-                )?;
-                moved(rows, key, *deadline)
-            }
-            Op::Bury {
-                key,
-                version,
-                reason,
-                at,
-                failed,
-                lease,
-            } => {
-                let rows = tx.query(
-                    &q.bury,
-                    &[
-                        key,
-                        &(*version as i64),
-                        &node,
-                        &(lease.epoch as i64),
-                        &i32::from(*failed),
-                        // `text` holds no NUL: an error's text may have one.
-                        &reason.replace('\0', "\u{fffd}"),
-                        &to_db(*at),
-                    ],
-                )?;
-                Applied::Removed(version_of(rows))
-            }
-            Op::Requeue { key, deadline } => {
-                if !tx.query(&q.waiting, &[key])?.is_empty() {
-                    return Ok(Applied::Duplicate(key.clone()));
-                }
-                let rows = tx.query(&q.requeue, &[key, &to_db(*deadline)])?;
-                moved(rows, key, *deadline)
-            }
-            Op::DropDead { key } => Applied::Removed(version_of(tx.query(&q.drop_dead, &[key])?)),
-        })
-    }
-
-    /// Announces the jobs stored in this transaction that are due soon, to the node that holds
-    /// their shard (delivered when the transaction commits, and only then).
-    fn notify(&self, tx: &mut Transaction<'_>, notes: Notes) -> Result<(), postgres::Error> {
-        let soon = wall_ns(SystemTime::now()).saturating_add(self.notify_within);
-        let mut payload = format!("{}\n", self.node);
-        let head = payload.len();
-        for (shard, key, version, deadline) in notes {
-            if deadline > soon {
-                continue;
-            }
-            let line = format!("{shard} {version} {deadline} {} {key}\n", key.len());
-            if payload.len() + line.len() > 7_900 && payload.len() > head {
-                tx.execute("SELECT pg_notify($1, $2)", &[&self.sql.channel, &payload])?;
-                payload.truncate(head);
-            }
-            payload.push_str(&line);
-        }
-        if payload.len() > head {
-            tx.execute("SELECT pg_notify($1, $2)", &[&self.sql.channel, &payload])?;
-        }
-        Ok(())
-    }
-}
-
 impl Store for PgStore {
     fn apply(&self, ops: &[Op], durable: bool) -> Result<Vec<Applied>, StoreError> {
         let shared = &self.shared;
-        // A transaction: its begin, each op's statement, the announcement, its commit.
-        (shared.statements).fetch_add(ops.len() as u64 + 3, Relaxed);
         let mut conn = shared.writer.lock();
-        let client = conn.get()?;
+        let (client, prepared) = conn.parts()?;
+        let mut trips = 0;
         let result = (|| {
             let mut tx = client.transaction()?;
+            trips += 1; // the begin
             if !durable {
                 // Visible at once, on disk with the next durable commit (the server's WAL
                 // writer, or the commit thread's flush within its window).
+                trips += 1;
                 tx.batch_execute("SET LOCAL synchronous_commit = off")?;
             } else if ops.is_empty() {
                 // A commit record to wait for: the flush of every earlier commit.
+                trips += 1;
                 tx.batch_execute("SELECT pg_current_xact_id()")?;
             }
-            let mut notes = Vec::new();
-            let mut applied = Vec::with_capacity(ops.len());
-            for op in ops {
-                applied.push(shared.apply_in(&mut tx, op, &mut notes)?);
-            }
-            shared.notify(&mut tx, notes)?;
+            let mut batch = apply::Tx {
+                tx: &mut tx,
+                prepared,
+                trips: 0,
+            };
+            let applied = shared.apply_all(&mut batch, ops);
+            trips += batch.trips;
+            let applied = applied?;
+            trips += 1; // the commit
             tx.commit()?;
             Ok(applied)
         })();
+        shared.count(trips);
         result.map_err(|e: postgres::Error| {
             conn.check(&e);
             pg(e)
@@ -512,17 +358,19 @@ impl Store for PgStore {
         let q = &self.shared.sql;
         let (shard, until_db) = (shard as i32, to_db(until));
         let lim = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = self.read(|c| match after {
-            None => c.query(&q.due_all, &[&shard, &until_db, &lim]),
-            Some(Cursor::At(d, k)) => c.query(&q.due_at, &[&shard, &until_db, &lim, &to_db(*d), k]),
-            Some(Cursor::Through(d)) => {
-                c.query(&q.due_through, &[&shard, &until_db, &lim, &to_db(*d)])
+        let rows = match after {
+            None => self.read(&q.due_all, &[&shard, &until_db, &lim])?,
+            Some(Cursor::At(d, k)) => {
+                self.read(&q.due_at, &[&shard, &until_db, &lim, &to_db(*d), k])?
             }
-        })?;
+            Some(Cursor::Through(d)) => {
+                self.read(&q.due_through, &[&shard, &until_db, &lim, &to_db(*d)])?
+            }
+        };
         let jobs: Vec<Stored> = rows.iter().map(stored).collect();
         let next = if jobs.len() < limit {
-            let row = self.read(|c| c.query_one(&q.next_past, &[&shard, &until_db]))?;
-            row.get::<_, Option<i64>>(0).map(from_db)
+            let rows = self.read(&q.next_past, &[&shard, &until_db])?;
+            (rows.first()).and_then(|r| r.get::<_, Option<i64>>(0).map(from_db))
         } else {
             None
         };
@@ -530,14 +378,14 @@ impl Store for PgStore {
     }
 
     fn get(&self, key: &str) -> Result<Option<Stored>, StoreError> {
-        let row = self.read(|c| c.query_opt(&self.shared.sql.get, &[&key]))?;
-        Ok(row.as_ref().map(stored))
+        let rows = self.read(&self.shared.sql.get, &[&key])?;
+        Ok(rows.first().map(stored))
     }
 
     fn dead(&self, after: Option<&str>, limit: usize) -> Result<Vec<DeadJob>, StoreError> {
         let lim = i64::try_from(limit).unwrap_or(i64::MAX);
         let after = after.unwrap_or("");
-        let rows = self.read(|c| c.query(&self.shared.sql.dead, &[&after, &lim]))?;
+        let rows = self.read(&self.shared.sql.dead, &[&after, &lim])?;
         Ok(rows
             .iter()
             .map(|r| DeadJob {
@@ -549,7 +397,8 @@ impl Store for PgStore {
     }
 
     fn counts(&self) -> Result<Counts, StoreError> {
-        let row = self.read(|c| c.query_one(&self.shared.sql.counts, &[]))?;
+        let rows = self.read(&self.shared.sql.counts, &[])?;
+        let row = rows.first().ok_or(StoreError::Other("no counts".into()))?;
         Ok(Counts {
             waiting: row.get::<_, i64>(0) as u64,
             dead: row.get::<_, i64>(1) as u64,
@@ -557,7 +406,7 @@ impl Store for PgStore {
     }
 
     fn kinds(&self) -> Result<Vec<(String, u64)>, StoreError> {
-        let rows = self.read(|c| c.query(&self.shared.sql.kinds, &[]))?;
+        let rows = self.read(&self.shared.sql.kinds, &[])?;
         Ok(rows
             .iter()
             .map(|r| (r.get(0), r.get::<_, i64>(1) as u64))

@@ -129,6 +129,7 @@ pub(super) struct Sql {
     pub(super) retry: String,
     pub(super) bury: String,
     pub(super) waiting: String,
+    pub(super) undo: String,
     pub(super) requeue: String,
     pub(super) drop_dead: String,
     pub(super) due_all: String,
@@ -202,6 +203,7 @@ impl Sql {
                  RETURNING version"
             ),
             waiting: format!("SELECT 1 FROM {s}.tw_jobs WHERE key = $1"),
+            undo: format!("DELETE FROM {s}.tw_jobs WHERE key = ANY($1)"),
             requeue: format!(
                 "WITH d AS (DELETE FROM {s}.tw_dead WHERE key = $1 RETURNING *)
                  INSERT INTO {s}.tw_jobs (key, shard, deadline, version, attempts, kind, payload)
