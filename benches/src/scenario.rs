@@ -137,7 +137,7 @@ impl Config {
     }
 }
 
-/// A target from the design brief, checked against this run's figures.
+/// A target of `docs/workloads.md`, checked against this run's figures.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Check {
     /// Workload id.

@@ -1,4 +1,4 @@
-//! The design brief's targets (`shared/design.md`, "Benchmarks"), as one table: every target row
+//! The targets of `docs/workloads.md`, as one table: every target row
 //! `wheelbench` reports is made from an entry here, so a target's words and its threshold live in
 //! one place and cannot drift apart.
 
