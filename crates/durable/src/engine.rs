@@ -20,7 +20,7 @@ use crate::job::wall_ns;
 use crate::retry::RetryPolicy;
 use crate::stats::{Histogram, Stats};
 use crate::store::{Applied, Cursor, Event, Lease, Op, Store};
-use crate::window::{Entry, Place, State, Window};
+use crate::window::{Entry, Load, Place, State, Window};
 
 /// What runs jobs that were overdue when the store was opened (after a crash, or a stop longer
 /// than their delay).
@@ -395,50 +395,56 @@ impl Engine {
         if self.closed.load(Relaxed) {
             return;
         }
-        {
+        let id = {
             let mut w = self.window.lock();
+            w.loads += 1;
+            let id = w.loads;
             let Some(s) = w.shards.get_mut(&shard) else {
                 return;
             };
-            if let Some((_, when)) = &s.load
-                && *when <= at
-            {
+            if s.load.as_ref().is_some_and(|l| l.at <= at) {
                 return;
             }
-            if let Some((old, _)) = s.load.take() {
+            let new = Load { id, at, task: None };
+            if let Some(old) = s.load.replace(new) {
                 old.cancel();
             }
-        }
+            id
+        };
         let me = self.me.clone();
         let delay = Duration::from_nanos(at.saturating_sub(self.now()));
         let task = Task::after(delay, move || {
             if let Some(engine) = me.upgrade() {
-                if let Some(s) = engine.window.lock().shards.get_mut(&shard) {
-                    s.load = None;
+                let mine = match engine.window.lock().shards.get_mut(&shard) {
+                    Some(s) if s.load.as_ref().is_some_and(|l| l.id == id) => {
+                        s.load = None;
+                        true
+                    }
+                    _ => false,
+                };
+                // Not mine: an earlier load replaced it, or the shard changed hands; that
+                // load reads.
+                if mine {
+                    engine.load(shard, engine.config.batch);
                 }
-                engine.load(shard, engine.config.batch);
             }
         });
-        let Ok(handle) = self.timer.add_or_submit(task) else {
-            return; // closing
-        };
+        let added = self.timer.add_or_submit(task);
         let mut w = self.window.lock();
-        let Some(s) = w.shards.get_mut(&shard) else {
-            handle.cancel();
-            return;
-        };
-        match &s.load {
-            // Another load was set meanwhile: keep the earlier.
-            Some((_, when)) if *when <= at => {
+        let load = (w.shards.get_mut(&shard)).and_then(|s| s.load.as_mut().filter(|l| l.id == id));
+        match (added, load) {
+            (Ok(handle), Some(load)) => load.task = Some(handle),
+            // It ran already (its task cleared it), or was replaced: nothing to keep.
+            (Ok(handle), None) => {
                 handle.cancel();
             }
-            // Ran already (an inline executor runs it inside the add): nothing to keep.
-            _ if handle.is_done() => {}
-            _ => {
-                if let Some((old, _)) = s.load.replace((handle, at)) {
-                    old.cancel();
+            // Closing: nothing runs any more.
+            (Err(_), Some(_)) => {
+                if let Some(s) = w.shards.get_mut(&shard) {
+                    s.load = None;
                 }
             }
+            (Err(_), None) => {}
         }
     }
 
@@ -513,8 +519,8 @@ impl Engine {
         if !self.closed.swap(true, Relaxed) {
             let mut w = self.window.lock();
             for s in w.shards.values_mut() {
-                if let Some((h, _)) = s.load.take() {
-                    h.cancel();
+                if let Some(load) = s.load.take() {
+                    load.cancel();
                 }
             }
             let armed: Vec<String> = (w.entries.iter())

@@ -28,6 +28,8 @@ pub(crate) struct Window {
     /// The shards this node holds.
     pub(crate) shards: HashMap<u32, Shard>,
     pub(crate) entries: HashMap<String, Entry>,
+    /// The id of the last load set (see [`Load`]).
+    pub(crate) loads: u64,
 }
 
 /// A held shard's part of the window.
@@ -39,8 +41,29 @@ pub(crate) struct Shard {
     pub(crate) cursor: Option<Cursor>,
     /// No later than the deadline of every stored job past the cursor; `None`: there is none.
     pub(crate) next: Option<u64>,
-    /// The timer task of the next load, and the wall-clock time it runs at (ns).
-    pub(crate) load: Option<(TimerHandle, u64)>,
+    /// The next load, if one is set.
+    pub(crate) load: Option<Load>,
+}
+
+/// A load set for later: reserved here before its timer task is added, so that the task, which
+/// may run before the add returns, finds itself by `id` and clears it (found by W13: a task
+/// that ran before its handle was stored left a stale handle behind, which blocked every later
+/// load of its shard).
+pub(crate) struct Load {
+    pub(crate) id: u64,
+    /// Wall-clock ns.
+    pub(crate) at: u64,
+    /// Its timer task, once the add returned.
+    pub(crate) task: Option<TimerHandle>,
+}
+
+impl Load {
+    /// Cancels its task, if it has one that has not run.
+    pub(crate) fn cancel(self) {
+        if let Some(task) = self.task {
+            task.cancel();
+        }
+    }
 }
 
 /// A job in memory.
@@ -198,7 +221,7 @@ impl Window {
     /// change, end them, and the job is then read again (see `Engine::committed`).
     pub(crate) fn take(&mut self, shard: u32, epoch: u64) {
         if let Some(mut s) = self.shards.remove(&shard)
-            && let Some((load, _)) = s.load.take()
+            && let Some(load) = s.load.take()
         {
             load.cancel();
         }
@@ -216,7 +239,7 @@ impl Window {
     /// running one finishes, its outcome fenced off by the lost lease).
     pub(crate) fn release(&mut self, shard: u32) {
         if let Some(mut s) = self.shards.remove(&shard)
-            && let Some((load, _)) = s.load.take()
+            && let Some(load) = s.load.take()
         {
             load.cancel();
         }

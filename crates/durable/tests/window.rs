@@ -128,3 +128,31 @@ fn many_jobs_due_at_once_are_read_in_batches_and_all_run() {
     ran.dedup();
     assert_eq!(ran.len(), 1000, "each once");
 }
+
+/// Found by W13: a load's task that ran on the pool before its handle was stored left that
+/// handle behind as "the next load", and no later load of the shard was set: a reopened store
+/// of many batches stopped loading after a few. Each batch here sets the next load for now, on
+/// a two-thread pool, thousands of times.
+#[test]
+fn a_horizon_of_many_batches_is_loaded_whole() {
+    const N: usize = 20_000;
+    let env = Env::new();
+    let jobs = env.builder().horizon(MIN).open(env.path()).unwrap();
+    let batch: Vec<Job> = (0..N)
+        .map(|i| Job::new(format!("h{i:05}"), "ok", env.now() + 30 * MIN))
+        .collect();
+    jobs.schedule_batch(batch).unwrap();
+    assert_eq!(jobs.stats().in_memory, 0, "all past the one-minute horizon");
+    jobs.close().unwrap();
+    drop(jobs);
+    let jobs = env
+        .builder()
+        .horizon(HOUR)
+        .load_batch(2)
+        .open(env.path())
+        .unwrap();
+    support::settle(&jobs);
+    assert_eq!(jobs.stats().in_memory as usize, N, "every batch loaded");
+    env.advance(&jobs, 30 * MIN);
+    assert_eq!(env.ran().len(), N);
+}
