@@ -63,7 +63,7 @@ pub fn idle(n: usize, window: Duration, settle: Duration) -> IdleResult {
     let after = timer.stats();
     let check = |s: &Stats| {
         assert!(
-            s.pending == n && s.fired == 0,
+            s.pending == n as u64 && s.fired == 0,
             "W7 {TIMER_NAME}: expected {n} pending and none fired; got {s:?}"
         );
     };

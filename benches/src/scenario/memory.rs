@@ -82,7 +82,11 @@ pub fn timer_memory_per_task(deadlines: &[u64]) -> (f64, f64) {
         drop(h);
     }
     let held = alloc::current().saturating_sub(base);
-    assert_eq!(timer.pending(), deadlines.len(), "W5b: pending count");
+    assert_eq!(
+        timer.pending(),
+        deadlines.len() as u64,
+        "W5b: pending count"
+    );
     (held as f64 / n, timer.heap_bytes() as f64 / n)
 }
 

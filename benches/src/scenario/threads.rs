@@ -132,7 +132,7 @@ pub fn add_cancel_timer(shape: AddCancel) -> Duration {
     let s = timer.stats();
     let bg = shape.background;
     assert!(
-        s.added == n + bg as u64 && s.cancelled == n && s.fired == 0 && s.pending == bg,
+        s.added == n + bg as u64 && s.cancelled == n && s.fired == 0 && s.pending == bg as u64,
         "W6 {TIMER_NAME}: expected {n} added and cancelled, {bg} pending, none fired; got {s:?}"
     );
     let left = timer.shutdown().len();

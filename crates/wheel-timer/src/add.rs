@@ -66,8 +66,8 @@ impl Plan {
     }
 }
 
-/// Adds `task` to this thread's shard (the steps in the module docs), or refuses it: a zero
-/// period, a timer shut down, or full.
+/// Adds `task` to this thread's shard (the steps in the module docs), or refuses it: a timer
+/// shut down, or full.
 ///
 /// The task is read in place and taken apart only as its work goes into the slot. Taken apart
 /// at the start, its closure pointer, just written by the caller as two 8-byte stores, was
@@ -77,11 +77,9 @@ impl Plan {
 /// overlapped other work.)
 #[inline(always)]
 pub(crate) fn add(core: &Arc<Core>, mut task: Task) -> Result<TimerHandle, AddError> {
-    let rounded = match &task.work {
-        Work::Every(r) if r.period == 0 => return Err(AddError::ZeroPeriod(task)),
-        Work::Every(r) => r.period < core.tick_ns,
-        _ => false,
-    };
+    // A period below the tick (zero included) runs at the tick: counted here, rounded where
+    // the next run is computed (`job.rs`).
+    let rounded = matches!(&task.work, Work::Every(r) if r.period < core.tick_ns);
     // Refused early if shutdown is seen to have begun; the ordered look is step 3.
     if !core.lifecycle.looks_open() {
         crate::trace::refused("shut down");

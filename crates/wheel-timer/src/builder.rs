@@ -18,9 +18,6 @@ use crate::error::BuildError;
 use crate::panic::{Hook, Panics};
 use crate::timer::Timer;
 
-/// The smallest tick a timer accepts. Sleeping threads wake with roughly this precision.
-pub const MIN_TICK: Duration = Duration::from_millis(1);
-
 /// Configures a [`Timer`]. Every value is validated by [`build`](Self::build).
 ///
 /// ```
@@ -89,7 +86,11 @@ impl Default for TimerBuilder {
 }
 
 impl TimerBuilder {
-    /// Width of a level-0 bucket: the timer's precision. Default 1 ms; at least [`MIN_TICK`].
+    /// The smallest tick a timer accepts. Sleeping threads wake with roughly this precision.
+    pub const MIN_TICK: Duration = Duration::from_millis(1);
+
+    /// Width of a level-0 bucket: the timer's precision. Default 1 ms; at least
+    /// [`MIN_TICK`](Self::MIN_TICK).
     pub fn tick(mut self, tick: Duration) -> Self {
         self.tick = tick;
         self
@@ -196,10 +197,10 @@ impl TimerBuilder {
     /// Builds the timer and starts its threads.
     pub fn build(self) -> Result<Timer, BuildError> {
         tickwheel_reaper::barrier::init();
-        if self.tick < MIN_TICK {
+        if self.tick < Self::MIN_TICK {
             return Err(BuildError::TickTooSmall {
                 tick: self.tick,
-                min: MIN_TICK,
+                min: Self::MIN_TICK,
             });
         }
         TimingWheel::<()>::new(duration_to_ns(self.tick), self.wheel_size, 0)

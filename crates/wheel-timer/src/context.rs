@@ -150,7 +150,7 @@ impl WeakTimer {
     }
 
     /// True once the timer was shut down or dropped.
-    pub fn is_shut_down(&self) -> bool {
+    pub fn is_shutdown(&self) -> bool {
         self.core
             .upgrade()
             .is_none_or(|core| !core.lifecycle.is_open())
@@ -160,7 +160,7 @@ impl WeakTimer {
 impl fmt::Debug for WeakTimer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WeakTimer")
-            .field("shut_down", &self.is_shut_down())
+            .field("shutdown", &self.is_shutdown())
             .finish()
     }
 }

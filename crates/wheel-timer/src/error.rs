@@ -9,7 +9,7 @@ use crate::Task;
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum BuildError {
-    /// The tick was below [`MIN_TICK`](crate::MIN_TICK).
+    /// The tick was below [`TimerBuilder::MIN_TICK`](crate::TimerBuilder::MIN_TICK).
     TickTooSmall {
         /// The refused tick.
         tick: Duration,
@@ -85,15 +85,13 @@ pub enum AddError {
     Full(Task),
     /// The timer was shut down.
     Shutdown(Task),
-    /// A periodic task with a zero period would run without end.
-    ZeroPeriod(Task),
 }
 
 impl AddError {
     /// The refused task.
     pub fn into_task(self) -> Task {
         match self {
-            AddError::Full(t) | AddError::Shutdown(t) | AddError::ZeroPeriod(t) => t,
+            AddError::Full(t) | AddError::Shutdown(t) => t,
         }
     }
 }
@@ -103,7 +101,6 @@ impl fmt::Debug for AddError {
         let name = match self {
             AddError::Full(_) => "Full",
             AddError::Shutdown(_) => "Shutdown",
-            AddError::ZeroPeriod(_) => "ZeroPeriod",
         };
         f.debug_tuple(name).field(&format_args!("..")).finish()
     }
@@ -114,7 +111,6 @@ impl fmt::Display for AddError {
         f.write_str(match self {
             AddError::Full(_) => "timer is full: max_pending tasks are already waiting",
             AddError::Shutdown(_) => "timer is shut down",
-            AddError::ZeroPeriod(_) => "a periodic task needs a period above zero",
         })
     }
 }

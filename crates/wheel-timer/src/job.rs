@@ -2,7 +2,7 @@
 //! hand it back to a shutdown in progress.
 //!
 //! A periodic task that fell behind runs its missed runs here, back to back, in turns of at most
-//! [`BURST`] runs. Each run is claimed with a compare-and-swap that marks it `BUSY` and ended with
+//! [`MisfirePolicy::BURST`] runs. Each run is claimed with a compare-and-swap that marks it `BUSY` and ended with
 //! another, and a cancel that lands during a run waits for that run to end (unless it is called
 //! from inside a task: see `Shard::cancel`): so once `cancel` returned `true`, no run of the task
 //! is in progress and none starts. A turn
@@ -21,12 +21,8 @@ use crate::slot::Run;
 use crate::task::{Cadence, MisfirePolicy, Repeat, Work};
 use crate::word::{CANCELLED, DONE, RETURNED, STOP, VACANT, Word};
 
-/// Back-to-back runs of a periodic task per hand-off.
-pub const BURST: u64 = 16;
-
-/// A `CatchUp` task never owes more than this many runs: further behind, the oldest missed runs
-/// are skipped (and counted in `Stats::skipped`).
-pub const MAX_CATCH_UP: u64 = 1000;
+const BURST: u64 = MisfirePolicy::BURST;
+const MAX_CATCH_UP: u64 = MisfirePolicy::MAX_CATCH_UP;
 
 /// The job of `fire`: runs its task if it still is due (not cancelled or handed back meanwhile).
 pub(crate) fn run(core: &Arc<Core>, fire: Fire, pool: Pool) {

@@ -111,13 +111,12 @@ mod trace;
 mod vacated;
 mod word;
 
-pub use builder::{MIN_TICK, TimerBuilder};
+pub use builder::TimerBuilder;
 pub use class::Isolation;
 pub use context::{TaskContext, WeakTimer};
 pub use error::{AddError, BuildError};
 pub use future::{Interval, Sleep, Timeout, TimeoutError};
 pub use handle::{TaskState, TimerHandle};
-pub use job::{BURST, MAX_CATCH_UP};
 pub use shutdown::{ShutdownOptions, ShutdownReport};
 pub use stats::{RunTimes, Stats};
 pub use task::{MisfirePolicy, OnceBody, RepeatBody, Task};

@@ -79,7 +79,7 @@ pub struct ShutdownReport {
     pub tasks: Vec<Task>,
     /// Due tasks run on the calling thread ([`ShutdownOptions::run_due`]); a `Skip` task a period
     /// plus a tick or more late is skipped instead (and counted in `Stats::skipped`).
-    pub ran_due: usize,
+    pub ran_due: u64,
     /// Tasks still running when the wait limit passed ([`ShutdownOptions::wait_at_most`]).
     /// Counted, not named: a running task's closure and key are with the thread that runs it,
     /// out of the timer's reach until the run ends (a repeating one then ends, not handed
@@ -141,7 +141,7 @@ impl Core {
             let mut again = Vec::new();
             for r in back.drain(..due) {
                 let (ran, next) = self.run_at_shutdown(r);
-                ran_due += usize::from(ran);
+                ran_due += u64::from(ran);
                 again.extend(next);
             }
             // Repeating tasks come back with their next deadline, in order.

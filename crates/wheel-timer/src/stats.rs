@@ -25,7 +25,7 @@ use std::time::Duration;
 #[non_exhaustive]
 pub struct Stats {
     /// Tasks waiting for their deadline (see [`Timer::pending`](crate::Timer::pending)).
-    pub pending: usize,
+    pub pending: u64,
     /// Tasks accepted by `add_or_submit`.
     pub added: u64,
     /// Task runs started (one-shot runs plus every periodic run), panicking ones included.
@@ -46,7 +46,7 @@ pub struct Stats {
     /// timer fell behind: the ones [`MisfirePolicy::RunOnce`](crate::MisfirePolicy::RunOnce)
     /// folded into one, the ones [`Skip`](crate::MisfirePolicy::Skip) skipped, and those
     /// [`CatchUp`](crate::MisfirePolicy::CatchUp) gave up beyond
-    /// [`MAX_CATCH_UP`](crate::MAX_CATCH_UP).
+    /// [`MisfirePolicy::MAX_CATCH_UP`](crate::MisfirePolicy::MAX_CATCH_UP).
     pub skipped: u64,
     /// Median lateness of a run (start minus deadline), to within 1/8 of its value.
     pub lateness_p50: Duration,

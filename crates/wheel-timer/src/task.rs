@@ -38,6 +38,17 @@ pub enum MisfirePolicy {
     CatchUp,
 }
 
+impl MisfirePolicy {
+    /// A [`CatchUp`](Self::CatchUp) task never owes more than this many runs: further behind,
+    /// the oldest missed runs are skipped (and counted in
+    /// [`Stats::skipped`](crate::Stats::skipped)).
+    pub const MAX_CATCH_UP: u64 = 1000;
+
+    /// A task behind by several runs runs at most this many back to back per hand-off, then
+    /// goes back to the tick thread behind the other due tasks.
+    pub const BURST: u64 = 16;
+}
+
 /// When a task is due.
 #[derive(Clone, Debug)]
 pub(crate) enum When {
@@ -230,10 +241,10 @@ impl Task {
     /// ([`TaskContext::stop`]). See [`misfire`](Self::misfire) for what happens when the timer
     /// falls behind.
     ///
-    /// A period below the timer's tick runs at the tick (the wheel cannot tell instants within a
-    /// tick apart); such tasks are counted in
-    /// [`Stats::periods_rounded_up`](crate::Stats::periods_rounded_up). A zero period is refused
-    /// by `add_or_submit` ([`AddError::ZeroPeriod`](crate::AddError::ZeroPeriod)).
+    /// A period below the timer's tick, zero included, runs at the tick (the wheel cannot tell
+    /// instants within a tick apart), as an [`Interval`](crate::Interval) ticks; such tasks are
+    /// counted in [`Stats::periods_rounded_up`](crate::Stats::periods_rounded_up). A zero period
+    /// therefore runs once at the add and then every tick: never faster, never a spin.
     pub fn every<A>(period: Duration, f: impl RepeatBody<A>) -> Task {
         Task::repeat(period, Cadence::Rate(MisfirePolicy::default()), f)
     }
@@ -242,8 +253,8 @@ impl Task {
     /// `scheduleWithFixedDelay`): a slow run pushes the later ones back instead of piling them
     /// up. The first run is `delay` after the add unless
     /// [`starting_after`](Self::starting_after) / [`starting_at`](Self::starting_at) say
-    /// otherwise. A delay below the tick is rounded up to the tick and a zero delay is refused,
-    /// as for [`every`](Self::every).
+    /// otherwise. A delay below the tick, zero included, is rounded up to the tick, as for
+    /// [`every`](Self::every).
     pub fn with_fixed_delay<A>(delay: Duration, f: impl RepeatBody<A>) -> Task {
         Task::repeat(delay, Cadence::Delay, f)
     }

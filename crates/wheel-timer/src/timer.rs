@@ -83,8 +83,7 @@ impl Timer {
     /// task on a [`ManualClock`](crate::ManualClock), is stamped at once.
     ///
     /// Refused, with the task handed back, when `max_pending` tasks are waiting
-    /// ([`AddError::Full`]), after [`shutdown`](Self::shutdown) ([`AddError::Shutdown`]), or for a
-    /// periodic task with a zero period ([`AddError::ZeroPeriod`]).
+    /// ([`AddError::Full`]) or after [`shutdown`](Self::shutdown) ([`AddError::Shutdown`]).
     ///
     /// ```
     /// use std::time::Duration;
@@ -135,8 +134,8 @@ impl Timer {
     /// The sum of per-thread counts, each updated by an add, cancel or fire before it returns:
     /// exact while nothing is in flight, and never more than the operations in flight away from
     /// the truth while they are.
-    pub fn pending(&self) -> usize {
-        self.core.pending() as usize
+    pub fn pending(&self) -> u64 {
+        self.core.pending()
     }
 
     /// A snapshot of the counters and the lateness histograms.
@@ -160,7 +159,7 @@ impl Timer {
             s.added += added;
             s.rejected += rejected;
             s.cancelled += cancelled;
-            s.pending += shard.pending() as usize;
+            s.pending += shard.pending();
         }
         let (p50, p99, max) = core.lateness.summary();
         let (_, handoff_p99, handoff_max) = core.handoff.summary();
@@ -245,7 +244,7 @@ impl Timer {
     /// future does). One whose deadline shutdown's clock reading has reached completes as
     /// elapsed and counts in [`Stats::fired`](crate::Stats::fired); the others complete saying
     /// the timer shut down ([`Sleep::is_shutdown`],
-    /// [`TimeoutError::ShutDown`](crate::TimeoutError::ShutDown), [`Interval::is_shutdown`]) and
+    /// [`TimeoutError::Shutdown`](crate::TimeoutError::Shutdown), [`Interval::is_shutdown`]) and
     /// count in [`Stats::returned`](crate::Stats::returned) with the returned tasks. (Shutdown
     /// waits for running tasks, so call it from async code through your runtime's blocking
     /// facility.)
@@ -301,7 +300,7 @@ impl Timer {
     ///
     /// Called from inside a task (of any timer) it returns at once: waiting there could wait for
     /// the calling task itself, for a task queued behind it on a busy pool, or for another task
-    /// waiting the same way. A `CatchUp` task more than [`BURST`](crate::BURST) runs behind goes back to the tick thread
+    /// waiting the same way. A `CatchUp` task more than [`MisfirePolicy::BURST`](crate::MisfirePolicy::BURST) runs behind goes back to the tick thread
     /// between turns, and is handed out again after this returns.
     ///
     /// ```

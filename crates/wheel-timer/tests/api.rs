@@ -162,7 +162,7 @@ fn a_task_adds_a_follow_up_through_a_weak_timer_that_does_not_keep_it_alive() {
     let weak = timer.downgrade();
     assert_eq!(weak.now(), Some(timer.now()));
     drop(timer);
-    assert!(weak.is_shut_down() && weak.now().is_none());
+    assert!(weak.is_shutdown() && weak.now().is_none());
     let refused = weak.add_or_submit(Task::after(SEC, || {})).unwrap_err();
     assert!(matches!(refused, AddError::Shutdown(_)));
 }
@@ -172,7 +172,7 @@ fn a_task_run_by_hand_has_a_context_without_a_timer() {
     let seen = Arc::new(Mutex::new(None));
     let s = seen.clone();
     Task::after(SEC, move |cx: &mut TaskContext<'_>| {
-        *s.lock().unwrap() = Some((cx.run_count(), cx.timer().is_shut_down()));
+        *s.lock().unwrap() = Some((cx.run_count(), cx.timer().is_shutdown()));
     })
     .run();
     assert_eq!(*seen.lock().unwrap(), Some((1, true)));
@@ -195,14 +195,42 @@ fn a_period_below_the_tick_runs_at_the_tick_and_is_counted() {
     walk(&clock, &timer, MS, SEC);
     assert_eq!(runs.load(SeqCst), 1000, "one run per 1 ms tick");
     assert_eq!(timer.stats().periods_rounded_up, 3);
-    for zero in [
-        Task::every(Duration::ZERO, || {}),
-        Task::with_fixed_delay(Duration::ZERO, || {}),
-    ] {
-        let e = timer.add_or_submit(zero).unwrap_err();
-        assert!(matches!(e, AddError::ZeroPeriod(_)), "{e:?}");
-        assert!(e.into_task().is_periodic(), "handed back");
+}
+
+/// A zero period follows the same rule for tasks and intervals (issue 45: tasks used to be
+/// refused, intervals not): it is a period below the tick, so it runs at the tick, never faster.
+#[test]
+fn a_zero_period_runs_at_the_tick_for_tasks_and_intervals_alike() {
+    let (clock, timer) = manual();
+    let (every, delayed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (e, d) = (every.clone(), delayed.clone());
+    timer
+        .add_or_submit(Task::every(Duration::ZERO, move || {
+            e.fetch_add(1, SeqCst);
+        }))
+        .unwrap();
+    timer
+        .add_or_submit(Task::with_fixed_delay(Duration::ZERO, move || {
+            d.fetch_add(1, SeqCst);
+        }))
+        .unwrap();
+    let mut interval = timer.interval(Duration::ZERO);
+    assert_eq!(interval.period(), MS, "rounded up to the tick");
+    let mut ticks = vec![futures::executor::block_on(interval.tick())];
+    for _ in 0..10 {
+        walk(&clock, &timer, MS, clock.elapsed() + MS);
+        ticks.push(futures::executor::block_on(interval.tick()));
     }
+    // Due at the add, then once per tick over ten ticks.
+    assert_eq!(every.load(SeqCst), 11);
+    assert_eq!(delayed.load(SeqCst), 11);
+    assert_eq!(
+        ticks.len(),
+        11,
+        "the interval's first tick, then one per tick: {ticks:?}"
+    );
+    assert!(ticks.windows(2).all(|w| w[1] - w[0] == MS), "{ticks:?}");
+    assert_eq!(timer.stats().periods_rounded_up, 3);
 }
 
 #[test]

@@ -39,7 +39,10 @@ fn an_interval_at_the_end_of_time_finishes_instead_of_spinning() {
     let cases = [
         (Some(RunOnce), 1),
         (Some(Skip), 0),
-        (Some(CatchUp), tickwheel::MAX_CATCH_UP as usize + 1),
+        (
+            Some(CatchUp),
+            tickwheel::MisfirePolicy::MAX_CATCH_UP as usize + 1,
+        ),
         (None, 1),
     ];
     for (policy, last_ticks) in cases {

@@ -304,7 +304,7 @@ fn steady_churn_freed_elsewhere_keeps_memory_flat() {
             heap_after_warmup = timer.heap_bytes();
         }
     }
-    assert_eq!(timer.pending(), live.len());
+    assert_eq!(timer.pending(), live.len() as u64);
     assert_eq!(
         timer.heap_bytes(),
         heap_after_warmup,
@@ -486,7 +486,7 @@ fn a_thread_that_exits_mid_sweep_hands_its_shard_on_intact() {
         .join()
         .unwrap();
         all.extend(hs);
-        assert_eq!(timer.pending(), 750 * turn + 1_500, "turn {turn}");
+        assert_eq!(timer.pending(), 750 * turn as u64 + 1_500, "turn {turn}");
         clock.advance(SEC);
         assert_eq!(ran.load(SeqCst) as usize, 750 * (turn + 1), "turn {turn}");
     }

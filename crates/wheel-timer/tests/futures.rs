@@ -241,7 +241,7 @@ fn shutdown_wakes_every_pending_future_and_says_so() {
     assert!(poll(&mut sleep, &waker).is_ready() && sleep.is_shutdown() && !sleep.is_elapsed());
     assert_eq!(
         timeout.as_mut().poll(&mut Context::from_waker(&waker)),
-        Poll::Ready(Err(TimeoutError::ShutDown))
+        Poll::Ready(Err(TimeoutError::Shutdown))
     );
     assert!(tick(&mut interval, &waker).is_some() && interval.is_shutdown());
     assert!(

@@ -287,7 +287,7 @@ fn run_due_runs_a_skip_task_until_a_period_and_a_tick_late() {
         clock.advance(late);
         let report = timer.shutdown_with(ShutdownOptions::new().run_due(true));
         assert_eq!(
-            (ran.load(SeqCst), report.ran_due),
+            (ran.load(SeqCst) as u64, report.ran_due),
             (runs, runs),
             "{late:?} late: (runs, ran_due)"
         );

@@ -489,7 +489,7 @@ fn check(s: &Scenario) -> Result<(), String> {
 
         // Counters.
         let stats = timer.stats();
-        let pending = tasks.iter().filter(|t| t.state == State::Pending).count();
+        let pending = tasks.iter().filter(|t| t.state == State::Pending).count() as u64;
         ensure!(
             stats.pending == pending && timer.pending() == pending,
             "step {step}: pending {} / {}, model {pending}",

@@ -86,7 +86,7 @@ fn max_pending_is_one_bound_for_the_whole_timer() {
         (MAX..=MAX + 64 * (THREADS - 1)).contains(&total),
         "{total} accepted with max_pending({MAX}) and {THREADS} threads"
     );
-    assert_eq!(timer.pending(), total);
+    assert_eq!(timer.pending(), total as u64);
     assert_eq!(timer.stats().rejected, THREADS as u64);
     // Cancels on this thread make room for adds on another.
     let all: Vec<&TimerHandle> = accepted.iter().flatten().collect();

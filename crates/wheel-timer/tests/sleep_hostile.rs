@@ -474,7 +474,7 @@ fn timeouts_whose_future_completes_before_the_stamp() {
     drop(timer);
     assert_eq!(
         shut.as_mut().poll(&mut cx),
-        Poll::Ready(Err(TimeoutError::ShutDown))
+        Poll::Ready(Err(TimeoutError::Shutdown))
     );
     let _ = format!("{shut:?}");
 }

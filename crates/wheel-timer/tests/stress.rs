@@ -27,7 +27,7 @@ struct Slot {
 }
 
 /// Adds pause while this many tasks wait in the wheel.
-const MAX_PENDING: usize = 20_000;
+const MAX_PENDING: u64 = 20_000;
 
 const EXPECTED_PANIC: &str = "stress: a task that panics on purpose";
 

@@ -22,7 +22,7 @@ use crate::task::MisfirePolicy;
 /// ones and goes on at the next grid point after now; `Skip` gives no tick a period plus a tick
 /// or more late (see [`MisfirePolicy::Skip`]) and waits for the next grid point after now;
 /// `CatchUp` gives every missed tick at once, back to back (at most
-/// [`MAX_CATCH_UP`](crate::MAX_CATCH_UP) of them). With
+/// [`MisfirePolicy::MAX_CATCH_UP`](crate::MisfirePolicy::MAX_CATCH_UP) of them). With
 /// [`set_fixed_delay`](Self::set_fixed_delay) the next tick is instead one period after the
 /// previous one was taken (JDK's `scheduleWithFixedDelay`, tokio's `MissedTickBehavior::Delay`).
 ///
@@ -102,7 +102,7 @@ impl Interval {
     /// ever, with no waker kept, once the interval [`is_finished`](Self::is_finished).
     pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
         match self.poll_next_tick(cx) {
-            Poll::Ready(Tick::Due(at) | Tick::ShutDown(at)) => Poll::Ready(at),
+            Poll::Ready(Tick::Due(at) | Tick::Shutdown(at)) => Poll::Ready(at),
             Poll::Ready(Tick::Finished) | Poll::Pending => Poll::Pending,
         }
     }
@@ -118,11 +118,11 @@ impl Interval {
             match self.sleep.poll_outcome(cx) {
                 Poll::Pending => return Poll::Pending,
                 // Shut down: every tick completes at once, at the instant it was due.
-                Poll::Ready(Outcome::ShutDown) => {
+                Poll::Ready(Outcome::Shutdown) => {
                     let at = self
                         .stale
                         .unwrap_or_else(|| self.core.instant_of(scheduled));
-                    return Poll::Ready(Tick::ShutDown(at));
+                    return Poll::Ready(Tick::Shutdown(at));
                 }
                 Poll::Ready(Outcome::Fired) => {}
             }
@@ -226,7 +226,7 @@ enum Tick {
     /// A tick its deadline brought, scheduled for this instant.
     Due(Instant),
     /// The timer shut down: the tick completes at once, at the instant it was due.
-    ShutDown(Instant),
+    Shutdown(Instant),
     /// The next tick would fall past the end of the timer's clock: none will ever come.
     Finished,
 }
@@ -259,7 +259,7 @@ impl futures_core::Stream for Interval {
         // A tick its deadline brought is yielded even if the timer refused the next arming.
         this.poll_next_tick(cx).map(|tick| match tick {
             Tick::Due(at) => Some(at),
-            Tick::ShutDown(_) | Tick::Finished => None,
+            Tick::Shutdown(_) | Tick::Finished => None,
         })
     }
 }

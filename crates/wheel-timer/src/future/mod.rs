@@ -51,7 +51,7 @@ pub(crate) enum Outcome {
     /// The deadline came.
     Fired,
     /// The timer shut down (or was gone) first.
-    ShutDown,
+    Shutdown,
 }
 
 impl Outcome {
@@ -60,7 +60,7 @@ impl Outcome {
     pub(crate) fn of(w: Word) -> Option<Outcome> {
         match w.state() {
             RUNNING | DONE => Some(Outcome::Fired),
-            RETURNED => Some(Outcome::ShutDown),
+            RETURNED => Some(Outcome::Shutdown),
             _ => None,
         }
     }

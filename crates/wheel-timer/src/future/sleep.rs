@@ -148,7 +148,7 @@ impl Sleep {
 
     /// True if it completed because the timer shut down (or was gone) before the deadline.
     pub fn is_shutdown(&self) -> bool {
-        self.outcome() == Some(Outcome::ShutDown)
+        self.outcome() == Some(Outcome::Shutdown)
     }
 
     /// True while the sleep holds an arming: from an add the timer took until a poll sees it end
@@ -310,7 +310,7 @@ fn arm(core: &Arc<Core>, when: When) -> Option<TimerHandle> {
 
 /// How an arming that got `handle` ended already: shut down if it was refused.
 fn refused(handle: &Option<TimerHandle>) -> Option<Outcome> {
-    handle.is_none().then_some(Outcome::ShutDown)
+    handle.is_none().then_some(Outcome::Shutdown)
 }
 
 impl Future for Sleep {

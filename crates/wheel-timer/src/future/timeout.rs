@@ -11,18 +11,19 @@ use super::{Outcome, Sleep};
 
 /// Why a [`Timeout`] gave up on its future.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum TimeoutError {
     /// The deadline passed before the future completed.
     Elapsed,
     /// The timer shut down (or was dropped) before either happened.
-    ShutDown,
+    Shutdown,
 }
 
 impl fmt::Display for TimeoutError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             TimeoutError::Elapsed => "deadline has elapsed",
-            TimeoutError::ShutDown => "the timer shut down before the deadline",
+            TimeoutError::Shutdown => "the timer shut down before the deadline",
         })
     }
 }
@@ -100,7 +101,7 @@ impl<F: Future> Future for Timeout<F> {
         this.sleep.poll_outcome(cx).map(|o| {
             Err(match o {
                 Outcome::Fired => TimeoutError::Elapsed,
-                Outcome::ShutDown => TimeoutError::ShutDown,
+                Outcome::Shutdown => TimeoutError::Shutdown,
             })
         })
     }
