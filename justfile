@@ -52,7 +52,7 @@ proptest seed="1" cases="200000":
 # The whole service against its model (random adds, cancels, reschedules from several threads,
 # clock moves, shutdowns), with fifty times the cases CI runs, on a seed of your choice.
 service-model seed="1" cases="100000":
-    SERVICE_QC_SEED={{seed}} SERVICE_QC_CASES={{cases}} cargo test --release -p tickwheel --test service_model
+    SERVICE_QC_SEED={{seed}} SERVICE_QC_CASES={{cases}} cargo test --release -p tickwheel --test exactly_once -- model::
 
 # The durable jobs' crash test, many rounds (CI runs 4): a child process schedules, cancels and
 # fires jobs until SIGKILL at a random moment; every acknowledged job must survive.

@@ -1,5 +1,5 @@
 //! Test support shared by this crate's integration tests: one seeded generator and one way to
-//! build a timer on a manual clock. (Each test file includes it with `mod support;` and uses
+//! build a timer on a manual clock. (Each test binary includes it as `mod support` and uses
 //! what it needs.)
 #![allow(dead_code)]
 
@@ -180,5 +180,44 @@ pub(crate) fn tick(interval: &mut Interval, waker: &Waker) -> Option<Instant> {
     match pin!(interval.tick()).poll(&mut Context::from_waker(waker)) {
         Poll::Ready(at) => Some(at),
         Poll::Pending => None,
+    }
+}
+
+/// A timer on `clock` with a real rayon pool of `threads`.
+pub(crate) fn pooled(clock: &ManualClock, threads: usize) -> Timer {
+    Timer::builder()
+        .clock(clock.clone())
+        .threads(threads)
+        .build()
+        .unwrap()
+}
+
+/// Readings of the manual clock at which something happened.
+#[derive(Clone, Default)]
+pub(crate) struct Log(Arc<Mutex<Vec<Duration>>>);
+
+impl Log {
+    pub(crate) fn push(&self, at: Duration) {
+        self.0.lock().unwrap().push(at);
+    }
+    pub(crate) fn get(&self) -> Vec<Duration> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// Moves `clock` one step at a time up to `until`, letting every due task finish after each.
+pub(crate) fn walk(clock: &ManualClock, timer: &Timer, step: Duration, until: Duration) {
+    while clock.elapsed() < until {
+        clock.advance(step);
+        timer.wait_idle();
+    }
+}
+
+/// Counts drops of what it is captured in.
+pub(crate) struct DropCount(pub(crate) Arc<AtomicUsize>);
+
+impl Drop for DropCount {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
     }
 }

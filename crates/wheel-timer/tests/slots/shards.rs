@@ -8,8 +8,7 @@ use std::thread;
 
 use tickwheel::{AddError, InlineExecutor, ManualClock, Task, Timer, TimerHandle};
 
-mod support;
-use support::{DAY, SEC, manual};
+use crate::support::{DAY, SEC, manual};
 
 /// Adds `n` far tasks from a new thread and returns their handles once the thread has exited.
 fn add_from_a_thread(timer: &Arc<Timer>, n: usize) -> Vec<TimerHandle> {
@@ -25,6 +24,7 @@ fn add_from_a_thread(timer: &Arc<Timer>, n: usize) -> Vec<TimerHandle> {
 
 #[test]
 fn a_handle_is_one_word_and_can_be_shared() {
+    let _serial = crate::serial();
     fn shareable<T: Clone + Send + Sync + 'static>() {}
     shareable::<TimerHandle>();
     assert_eq!(std::mem::size_of::<TimerHandle>(), 8);
@@ -37,6 +37,7 @@ fn a_handle_is_one_word_and_can_be_shared() {
 
 #[test]
 fn pending_counts_every_thread_and_cancels_from_other_threads() {
+    let _serial = crate::serial();
     let (_clock, timer) = manual();
     let timer = Arc::new(timer);
     let handles: Vec<TimerHandle> = (0..4)
@@ -53,6 +54,7 @@ fn pending_counts_every_thread_and_cancels_from_other_threads() {
 
 #[test]
 fn max_pending_is_one_bound_for_the_whole_timer() {
+    let _serial = crate::serial();
     const MAX: usize = 1_000;
     const THREADS: usize = 4;
     let timer = Arc::new(
@@ -98,6 +100,7 @@ fn max_pending_is_one_bound_for_the_whole_timer() {
 
 #[test]
 fn a_thread_s_tasks_outlive_it_and_its_shard_is_reused() {
+    let _serial = crate::serial();
     let (clock, timer) = manual();
     let timer = Arc::new(timer);
     let ran = Arc::new(AtomicUsize::new(0));
@@ -147,6 +150,7 @@ fn a_thread_s_tasks_outlive_it_and_its_shard_is_reused() {
 
 #[test]
 fn the_next_timer_takes_over_the_shards_around_the_handles_the_last_one_left() {
+    let _serial = crate::serial();
     use tickwheel::TaskState;
     // A timer's shards go to the next timer, whose adds sweep up their slots lowest first; slots
     // still pinned by the old timer's handles are stepped over, and come back when those go.

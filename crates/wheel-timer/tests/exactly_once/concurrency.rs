@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 
 use tickwheel::{ManualClock, RayonExecutor, Task, Timer};
 
-mod support;
-use support::Rng;
+use crate::support::Rng;
 
 #[derive(Default)]
 struct Slot {

@@ -1,5 +1,8 @@
-//! Regression tests for the adversarial review of the futures of 2026-11-27: each test is named
-//! after the promise it guards and, but for the last, failed on the code the review ran against.
+//! The futures at shutdown: pending futures are woken before shutdown waits for running tasks, a
+//! task waiting on a future does not deadlock the timer's drop, a panicking waker woken by a
+//! refused reset is counted, and a deadline passed before shutdown completes as elapsed. (From
+//! the adversarial review of the futures against their spec, 2026-11-27: each failed on the code
+//! it ran against. The same review's instants before the clock began are in `edges.rs`.)
 
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::mpsc;
@@ -9,8 +12,7 @@ use std::time::{Duration, Instant};
 
 use tickwheel::{InlineExecutor, ManualClock, Task, TimeoutError, Timer};
 
-mod support;
-use support::{DAY, MS, SEC, counter, manual, poll, tick};
+use crate::support::{DAY, MS, SEC, counter, manual, poll};
 
 /// A waker that notes when it was first woken and sends on a channel each time.
 struct Signal {
@@ -95,7 +97,7 @@ struct Boomer(AtomicUsize);
 impl Wake for Boomer {
     fn wake(self: Arc<Self>) {
         self.0.fetch_add(1, SeqCst);
-        std::panic::panic_any(support::Boom);
+        std::panic::panic_any(crate::support::Boom);
     }
 }
 
@@ -122,7 +124,7 @@ impl Wake for Hold {
 /// joins before it drains the shards.
 #[test]
 fn a_panicking_waker_woken_by_a_refused_reset_is_counted_not_unwound() {
-    support::silence_boom();
+    crate::support::silence_boom();
     let (clock, timer) = manual();
     let timer = Arc::new(timer);
     let boomer = Arc::new(Boomer(AtomicUsize::new(0)));
@@ -206,85 +208,4 @@ fn a_deadline_passed_before_shutdown_completes_as_elapsed() {
     let s = timer.stats();
     // The task, the sleep and the timeout fired; the far sleep was returned.
     assert_eq!((s.fired, s.returned, s.pending), (3, 1, 0), "{s:?}");
-}
-
-/// Item 2: an interval whose start is before the timer's clock began keeps its grid
-/// `start + k * period`: its first tick is the first point of it at or after the beginning.
-#[test]
-fn an_interval_started_before_the_clock_began_keeps_its_grid() {
-    let start = Instant::now();
-    std::thread::sleep(5 * MS);
-    let (clock, timer) = manual();
-    let epoch = timer.now();
-    let period = 10 * MS;
-    let before = epoch - start;
-    assert!(
-        before < period,
-        "the test needs the epoch within a period of start"
-    );
-    let (_, waker) = counter();
-    let mut interval = timer.interval_at(start, period);
-    assert_eq!(
-        tick(&mut interval, &waker),
-        None,
-        "not before start + period"
-    );
-    // Just before the first point, then a period on (past the point rounded up to the tick).
-    clock.advance(period - before - Duration::from_nanos(1));
-    assert_eq!(tick(&mut interval, &waker), None, "never early");
-    clock.advance(period);
-    assert_eq!(tick(&mut interval, &waker), Some(start + period));
-    clock.advance(period);
-    assert_eq!(tick(&mut interval, &waker), Some(start + 2 * period));
-}
-
-/// Item 2, the same far back: a start days before the beginning, a period that does not divide
-/// the gap. (On the real clock the beginning is the timer's build: an instant taken before it,
-/// to align ticks to, is the common case.)
-#[test]
-fn an_interval_started_long_before_the_clock_began_keeps_its_grid() {
-    let timer = Timer::new().unwrap();
-    let now = timer.now();
-    let Some(start) = now.checked_sub(3 * DAY) else {
-        return; // this machine's monotonic clock does not reach that far back
-    };
-    let period = Duration::from_millis(7);
-    let mut interval = timer.interval_at(start, period);
-    let first = futures::executor::block_on(interval.tick());
-    let offset = (first - start).as_nanos();
-    assert_eq!(offset % period.as_nanos(), 0, "on the grid");
-    assert!(
-        first + period > now,
-        "the first point at or after the beginning"
-    );
-}
-
-/// Item 2, found by the review of the fix: a period past the end of time (2^64 ns or more) from a
-/// start before the clock began has no grid point in range, so no tick; the first version
-/// computed one from the saturated period, about 584 years after `start`, early.
-#[test]
-fn an_interval_started_before_the_clock_began_with_an_endless_period_never_ticks_early() {
-    let start = Instant::now();
-    std::thread::sleep(3 * MS);
-    let (clock, timer) = manual();
-    let before = timer.now() - start;
-    let (_, waker) = counter();
-    let mut interval = timer.interval_at(start, Duration::MAX);
-    assert_eq!(tick(&mut interval, &waker), None);
-    // A tick past `start + 2^64 ns` (the saturated period), well before `start + Duration::MAX`.
-    assert!(before > MS);
-    clock.advance(Duration::from_nanos(u64::MAX) - before + MS);
-    assert_eq!(tick(&mut interval, &waker), None, "never early");
-}
-
-/// Item 2, for a sleep: an instant before the clock began is that beginning (the rule was
-/// already so; the review found it undocumented, and it is now in `Timer::sleep_until`).
-#[test]
-fn a_sleep_until_before_the_clock_began_completes_at_once() {
-    let start = Instant::now();
-    std::thread::sleep(5 * MS);
-    let (_clock, timer) = manual();
-    let sleep = timer.sleep_until(start);
-    assert!(sleep.is_elapsed());
-    assert_eq!(sleep.deadline(), timer.now());
 }

@@ -1,6 +1,6 @@
 //! Timing behaviour on the manual clock: deadlines across every level, cancel, reschedule,
-//! periodic tasks under each misfire policy, catch-up after a jump of days, shutdown, backpressure
-//! and panics. The inline executor makes "handed to the executor" mean "has run", so every
+//! periodic tasks under each misfire policy, catch-up after a jump of days, backpressure and
+//! panics. The inline executor makes "handed to the executor" mean "has run", so every
 //! assertion is exact and nothing sleeps.
 
 use std::sync::Arc;
@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use tickwheel::{AddError, InlineExecutor, ManualClock, MisfirePolicy, RayonExecutor, Task, Timer};
 
-mod support;
-use support::{DAY, MS, Rng, SEC, manual};
+use crate::support::{DAY, MS, Rng, SEC, manual};
 
 /// A log of (label, clock time at run).
 type Log = Arc<Mutex<Vec<(usize, Duration)>>>;
@@ -223,41 +222,6 @@ fn a_jump_of_days_fires_everything_once_in_deadline_order() {
         stats.lateness_max > DAY,
         "the jump shows as lateness: {:?}",
         stats.lateness_max
-    );
-}
-
-#[test]
-fn shutdown_returns_exactly_the_unrun_tasks() {
-    let (clock, timer) = manual();
-    let ran: Arc<Mutex<Vec<usize>>> = Arc::default();
-    let mut handles = Vec::new();
-    for i in 0..10 {
-        let ran = ran.clone();
-        handles.push(
-            timer
-                .add_or_submit(Task::after((i as u32 + 1) * SEC, move || {
-                    ran.lock().push(i)
-                }))
-                .unwrap(),
-        );
-    }
-    clock.advance(4 * SEC); // 0..=3 run
-    assert!(handles[6].cancel());
-    assert!(handles[8].cancel());
-    let back = timer.shutdown();
-    assert_eq!(back.len(), 4, "4, 5, 7, 9 never ran");
-    assert!(timer.shutdown().is_empty(), "shutdown is idempotent");
-    for t in back {
-        t.run();
-    }
-    assert_eq!(*ran.lock(), [0, 1, 2, 3, 4, 5, 7, 9]);
-    assert!(handles[4].is_done() && !handles[4].cancel());
-    let err = timer.add_or_submit(Task::after(SEC, || {})).unwrap_err();
-    assert!(matches!(err, AddError::Shutdown(_)));
-    let stats = timer.stats();
-    assert_eq!(
-        (stats.added, stats.fired, stats.cancelled, stats.returned),
-        (10, 4, 2, 4)
     );
 }
 
@@ -546,10 +510,10 @@ fn a_clock_asked_to_go_backwards_is_ignored() {
 #[test]
 fn two_timers_on_one_manual_clock_agree_on_instants() {
     let clock = ManualClock::new();
-    let t1 = support::inline(&clock);
+    let t1 = crate::support::inline(&clock);
     clock.advance(7 * SEC);
     std::thread::sleep(Duration::from_millis(20)); // real time passes; the clock stands still
-    let t2 = support::inline(&clock);
+    let t2 = crate::support::inline(&clock);
     assert_eq!(t1.now(), t2.now());
     clock.advance(SEC);
     assert_eq!(t1.now(), t2.now());
@@ -559,7 +523,7 @@ fn two_timers_on_one_manual_clock_agree_on_instants() {
 fn tasks_handed_back_keep_their_clock_times_in_the_next_timer_on_the_clock() {
     let clock = ManualClock::new();
     let log: Log = Arc::default();
-    let first = support::inline(&clock);
+    let first = crate::support::inline(&clock);
     clock.advance(100 * SEC);
     for (label, after) in [(1, 10 * SEC), (2, 20 * SEC)] {
         first
@@ -571,7 +535,7 @@ fn tasks_handed_back_keep_their_clock_times_in_the_next_timer_on_the_clock() {
     let back = first.shutdown();
     assert_eq!(back[0].remaining(), Some(5 * SEC));
     drop(first);
-    let second = support::inline(&clock);
+    let second = crate::support::inline(&clock);
     for task in back {
         let handle = second.add_or_submit(task).unwrap();
         assert!(handle.remaining() >= Some(5 * SEC));
@@ -587,14 +551,14 @@ fn tasks_handed_back_keep_their_clock_times_in_the_next_timer_on_the_clock() {
 fn a_task_handed_back_is_never_early_in_the_next_timer_however_long_the_restart() {
     let clock = ManualClock::new();
     let log: Log = Arc::default();
-    let first = support::inline(&clock);
+    let first = crate::support::inline(&clock);
     first
         .add_or_submit(Task::after(10 * SEC, logging(&log, &clock, 1)))
         .unwrap();
     let back = first.shutdown();
     drop(first);
     std::thread::sleep(Duration::from_millis(50)); // real time only: the clock stands still
-    let second = support::inline(&clock);
+    let second = crate::support::inline(&clock);
     second
         .add_or_submit(back.into_iter().next().unwrap())
         .unwrap();

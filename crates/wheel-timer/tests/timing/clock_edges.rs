@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 
 use tickwheel::{InlineExecutor, ManualClock, MisfirePolicy, Task, TaskContext, Timer};
 
-mod support;
-use support::{Held, MS, SEC, counter, manual, tick};
+use crate::support::{Held, MS, SEC, counter, manual, tick};
 
 /// What the runs of a task saw: (scheduled, lateness).
 type Seen = Arc<Mutex<Vec<(Instant, Duration)>>>;
@@ -311,7 +310,7 @@ fn a_handed_back_stale_task_given_a_new_start_runs_for_it() {
     let task = t1.shutdown().pop().unwrap();
     assert_eq!(task.deadline(), Some(stale));
     drop(t1);
-    let t2 = support::inline(&clock);
+    let t2 = crate::support::inline(&clock);
     let t0 = t2.now();
     t2.add_or_submit(task.starting_after(10 * SEC)).unwrap();
     clock.advance(10 * SEC);

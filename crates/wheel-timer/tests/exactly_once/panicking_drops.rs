@@ -3,8 +3,6 @@
 //! counted as pending, a class marked as running, or a task lost at shutdown (review of
 //! 2026-11-28: all three happened). Plus two boundaries that review found documented wrongly.
 
-mod support;
-
 use std::panic::{AssertUnwindSafe, catch_unwind, panic_any};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -15,7 +13,7 @@ use tickwheel::{
     TaskState, Timer, TimerHandle,
 };
 
-use support::{Boom, Held, MS, SEC, silence_boom};
+use crate::support::{Boom, Held, MS, SEC, silence_boom};
 
 const HOUR: Duration = Duration::from_secs(3600);
 
@@ -304,7 +302,7 @@ fn run_due_runs_a_skip_task_until_a_period_and_a_tick_late() {
 /// (lateness counts from the instant asked for, for every task).
 #[test]
 fn a_task_at_a_past_instant_is_late_by_its_age() {
-    let (clock, timer) = support::manual();
+    let (clock, timer) = crate::support::manual();
     clock.advance(HOUR);
     let seen = Arc::new(Mutex::new(None));
     let s = seen.clone();
@@ -317,4 +315,46 @@ fn a_task_at_a_past_instant_is_late_by_its_age() {
     let lateness = seen.lock().unwrap().expect("ran at once");
     assert_eq!(lateness, 30 * 60 * SEC);
     assert_eq!(timer.stats().lateness_max, 30 * 60 * SEC);
+}
+
+/// Item 6: a panic payload whose own `Drop` panics is still a counted, reported panic; the
+/// one-shot task ends as done and a periodic task goes on.
+#[test]
+fn a_panic_payload_that_panics_when_dropped_is_contained() {
+    struct Grenade;
+    impl Drop for Grenade {
+        fn drop(&mut self) {
+            panic!("the payload's drop panics too");
+        }
+    }
+    let clock = ManualClock::new();
+    let hooked = Arc::new(AtomicUsize::new(0));
+    let h = hooked.clone();
+    let timer = Timer::builder()
+        .clock(clock.clone())
+        .executor(Arc::new(InlineExecutor::new()))
+        .on_panic(move |_| {
+            h.fetch_add(1, SeqCst);
+        })
+        .build()
+        .unwrap();
+    let once = timer
+        .add_or_submit(Task::after(MS, || std::panic::panic_any(Grenade)))
+        .unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    let every = timer
+        .add_or_submit(Task::every(MS, move || {
+            r.fetch_add(1, SeqCst);
+            std::panic::panic_any(Grenade)
+        }))
+        .unwrap();
+    clock.advance(MS);
+    clock.advance(MS);
+    assert!(once.is_done());
+    assert!(!every.is_done(), "the periodic task goes on");
+    assert_eq!(runs.load(SeqCst), 2);
+    let s = timer.stats();
+    assert_eq!((s.panicked, hooked.load(SeqCst)), (3, 3));
+    assert_eq!(s.last_panic.as_deref(), Some("<non-string panic payload>"));
 }

@@ -20,8 +20,7 @@ use tickwheel::{
     TaskContext, Timer, WeakTimer,
 };
 
-mod support;
-use support::{Held, MS, SEC};
+use crate::support::{Held, MS, SEC};
 
 fn on(clock: &ManualClock, exec: Arc<dyn Executor>) -> Timer {
     Timer::builder()

@@ -4,7 +4,7 @@
 //! answer about their own task; memory stays put under steady churn; nothing panics. (The
 //! comments speak of sweeps: the design they were written against, see below.)
 //!
-//! The tests take one lock each (`serial`): they measure `heap_bytes`, and shards pass from
+//! The tests take one lock each (`serial`, in `main.rs`): they measure `heap_bytes`, and shards pass from
 //! timer to timer through a process-wide registry, so a test running beside another could be
 //! handed its shards midway.
 //!
@@ -21,21 +21,15 @@
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, MutexGuard, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::task::Poll;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use tickwheel::{ManualClock, Task, TaskState, Timer, TimerHandle};
 
-mod support;
-use support::{DAY, MS, Rng, SEC, counter, manual, poll};
-
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
+use crate::serial;
+use crate::support::{DAY, MS, Rng, SEC, counter, manual, poll};
 
 fn far() -> Task {
     Task::after(DAY, || {})
@@ -101,7 +95,7 @@ impl Ledger {
 type Waiting = (
     u64,
     Pin<Box<tickwheel::Sleep>>,
-    Arc<support::Count>,
+    Arc<crate::support::Count>,
     std::task::Waker,
 );
 

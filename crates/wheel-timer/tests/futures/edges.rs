@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 
 use tickwheel::{AddError, MisfirePolicy, Task, TimeoutError, Timer};
 
-mod support;
-use support::{MS, SEC, counter, manual, poll, tick};
+use crate::support::{DAY, MS, SEC, counter, manual, poll, tick};
 
 fn runs() -> (Arc<AtomicUsize>, impl FnOnce() + Send + 'static) {
     let n = Arc::new(AtomicUsize::new(0));
@@ -350,7 +349,7 @@ struct Panicky(AtomicUsize);
 impl std::task::Wake for Panicky {
     fn wake(self: Arc<Self>) {
         self.0.fetch_add(1, SeqCst);
-        std::panic::panic_any(support::Boom);
+        std::panic::panic_any(crate::support::Boom);
     }
 }
 
@@ -364,7 +363,7 @@ fn panicky() -> (Arc<Panicky>, std::task::Waker) {
 /// ("wakers that panic are caught").
 #[test]
 fn reset_to_the_past_with_a_panicking_waker() {
-    support::silence_boom();
+    crate::support::silence_boom();
     let (_clock, timer) = manual();
     let (count, waker) = panicky();
     let mut s = Box::pin(timer.sleep(10 * SEC));
@@ -380,7 +379,7 @@ fn reset_to_the_past_with_a_panicking_waker() {
 /// Shutdown with a panicking waker: shutdown returns, other futures still woken.
 #[test]
 fn shutdown_with_a_panicking_waker() {
-    support::silence_boom();
+    crate::support::silence_boom();
     let (_clock, timer) = manual();
     let (count, bad) = panicky();
     let (wakes, good) = counter();
@@ -489,4 +488,85 @@ fn an_interval_refused_by_shutdown_is_not_counted_as_rounded_up() {
         0,
         "an interval that was never added is counted"
     );
+}
+
+/// Item 2: an interval whose start is before the timer's clock began keeps its grid
+/// `start + k * period`: its first tick is the first point of it at or after the beginning.
+#[test]
+fn an_interval_started_before_the_clock_began_keeps_its_grid() {
+    let start = Instant::now();
+    std::thread::sleep(5 * MS);
+    let (clock, timer) = manual();
+    let epoch = timer.now();
+    let period = 10 * MS;
+    let before = epoch - start;
+    assert!(
+        before < period,
+        "the test needs the epoch within a period of start"
+    );
+    let (_, waker) = counter();
+    let mut interval = timer.interval_at(start, period);
+    assert_eq!(
+        tick(&mut interval, &waker),
+        None,
+        "not before start + period"
+    );
+    // Just before the first point, then a period on (past the point rounded up to the tick).
+    clock.advance(period - before - Duration::from_nanos(1));
+    assert_eq!(tick(&mut interval, &waker), None, "never early");
+    clock.advance(period);
+    assert_eq!(tick(&mut interval, &waker), Some(start + period));
+    clock.advance(period);
+    assert_eq!(tick(&mut interval, &waker), Some(start + 2 * period));
+}
+
+/// Item 2, the same far back: a start days before the beginning, a period that does not divide
+/// the gap. (On the real clock the beginning is the timer's build: an instant taken before it,
+/// to align ticks to, is the common case.)
+#[test]
+fn an_interval_started_long_before_the_clock_began_keeps_its_grid() {
+    let timer = Timer::new().unwrap();
+    let now = timer.now();
+    let Some(start) = now.checked_sub(3 * DAY) else {
+        return; // this machine's monotonic clock does not reach that far back
+    };
+    let period = Duration::from_millis(7);
+    let mut interval = timer.interval_at(start, period);
+    let first = futures::executor::block_on(interval.tick());
+    let offset = (first - start).as_nanos();
+    assert_eq!(offset % period.as_nanos(), 0, "on the grid");
+    assert!(
+        first + period > now,
+        "the first point at or after the beginning"
+    );
+}
+
+/// Item 2, found by the review of the fix: a period past the end of time (2^64 ns or more) from a
+/// start before the clock began has no grid point in range, so no tick; the first version
+/// computed one from the saturated period, about 584 years after `start`, early.
+#[test]
+fn an_interval_started_before_the_clock_began_with_an_endless_period_never_ticks_early() {
+    let start = Instant::now();
+    std::thread::sleep(3 * MS);
+    let (clock, timer) = manual();
+    let before = timer.now() - start;
+    let (_, waker) = counter();
+    let mut interval = timer.interval_at(start, Duration::MAX);
+    assert_eq!(tick(&mut interval, &waker), None);
+    // A tick past `start + 2^64 ns` (the saturated period), well before `start + Duration::MAX`.
+    assert!(before > MS);
+    clock.advance(Duration::from_nanos(u64::MAX) - before + MS);
+    assert_eq!(tick(&mut interval, &waker), None, "never early");
+}
+
+/// Item 2, for a sleep: an instant before the clock began is that beginning (the rule was
+/// already so; the review found it undocumented, and it is now in `Timer::sleep_until`).
+#[test]
+fn a_sleep_until_before_the_clock_began_completes_at_once() {
+    let start = Instant::now();
+    std::thread::sleep(5 * MS);
+    let (_clock, timer) = manual();
+    let sleep = timer.sleep_until(start);
+    assert!(sleep.is_elapsed());
+    assert_eq!(sleep.deadline(), timer.now());
 }

@@ -3,14 +3,12 @@
 //! handed to a stalled executor is bounded. Timing is on the manual clock: a "slow" run is one
 //! that moves the timer's clock while it runs, so every figure is exact.
 
-mod support;
-
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use support::MS;
+use crate::support::MS;
 use tickwheel::{AddError, Executor, Isolation, Job, ManualClock, Task, TaskContext, Timer};
 
 const THRESHOLD: Duration = Duration::from_millis(50);
@@ -413,11 +411,16 @@ fn max_pending_bounds_the_backlog_of_a_stalled_executor() {
 
 /// A timer whose main pool and a task's own executor hold their jobs until run, with isolation
 /// at one strike of 10 ms.
-fn held_timer() -> (ManualClock, Arc<support::Held>, Arc<support::Held>, Timer) {
+fn held_timer() -> (
+    ManualClock,
+    Arc<crate::support::Held>,
+    Arc<crate::support::Held>,
+    Timer,
+) {
     let clock = ManualClock::new();
     let (main, own) = (
-        Arc::new(support::Held::default()),
-        Arc::new(support::Held::default()),
+        Arc::new(crate::support::Held::default()),
+        Arc::new(crate::support::Held::default()),
     );
     let timer = Timer::builder()
         .clock(clock.clone())
@@ -545,7 +548,7 @@ struct Refusing;
 
 impl Executor for Refusing {
     fn execute(&self, _job: Job) {
-        std::panic::panic_any(support::Boom);
+        std::panic::panic_any(crate::support::Boom);
     }
 }
 
@@ -554,7 +557,7 @@ impl Executor for Refusing {
 /// hands them back.
 #[test]
 fn an_executor_that_panics_is_counted_and_loses_nothing() {
-    support::silence_boom();
+    crate::support::silence_boom();
     let clock = ManualClock::new();
     let reported = Arc::new(AtomicUsize::new(0));
     let r = reported.clone();

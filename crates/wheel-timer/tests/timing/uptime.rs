@@ -14,12 +14,11 @@ const HOUR: u64 = 3_600_000 * MS;
 const DAY: u64 = 24 * HOUR;
 const YEARS_10: u64 = 3_652 * DAY;
 
-mod support;
-use support::Rng;
+use crate::support::Rng;
 
 #[test]
 fn ten_years_through_the_service() {
-    let (clock, timer) = support::manual();
+    let (clock, timer) = crate::support::manual();
     let mut rng = Rng::new(0x0DD_BA11_2026_1122);
 
     // Clock time before the current advance: a task is on time if it runs at the first advance

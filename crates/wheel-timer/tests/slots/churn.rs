@@ -6,19 +6,14 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, MutexGuard, mpsc};
+use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::Duration;
 
 use tickwheel::{ManualClock, Task, Timer, TimerHandle};
 
-mod support;
-use support::{DAY, MS, Rng, manual};
-
-static SERIAL: Mutex<()> = Mutex::new(());
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
+use crate::serial;
+use crate::support::{DAY, MS, Rng, manual};
 
 fn now_ns(c: &ManualClock) -> u64 {
     c.elapsed().as_nanos() as u64

@@ -6,11 +6,12 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
 
-use tickwheel::{AddError, Executor, Job, ManualClock, Task, Timer};
+use tickwheel::{AddError, Executor, Job, ManualClock, MisfirePolicy, RayonExecutor, Task, Timer};
 
-mod support;
-use support::{Held, MS};
+use crate::support::{Held, MS, SEC};
 
 fn timer_on(held: &Arc<Held>, clock: &ManualClock, max_pending: Option<usize>) -> Timer {
     let builder = Timer::builder().clock(clock.clone()).executor(held.clone());
@@ -102,4 +103,57 @@ fn a_small_round_sends_each_task_as_it_is() {
     assert_eq!(held.len(), 64, "one job per task: no second hop");
     held.run_all();
     assert_eq!(timer.stats().fired, 64);
+}
+
+/// Item 2: a `CatchUp` task that is always behind (its period, 1 ns, is below the tick and its
+/// run is slow) must not starve other due tasks: it takes turns of at most `BURST` runs, and a
+/// one-shot task due meanwhile runs within one turn.
+#[test]
+fn a_task_that_is_always_behind_takes_turns_with_other_due_tasks() {
+    let clock = ManualClock::new();
+    let pool = Arc::new(RayonExecutor::new(1, "behind").unwrap());
+    let timer = Timer::builder()
+        .clock(clock.clone())
+        .executor(pool.clone())
+        .build()
+        .unwrap();
+    let log = Arc::new(Mutex::new(Vec::<char>::new()));
+    let l = log.clone();
+    let c = clock.clone();
+    let hog = timer
+        .add_or_submit(
+            Task::every(Duration::from_nanos(1), move || {
+                l.lock().unwrap().push('p');
+                // A run longer than the period: the clock moves a tick during it.
+                let _ = &c;
+            })
+            .misfire(MisfirePolicy::CatchUp),
+        )
+        .unwrap();
+    let l = log.clone();
+    timer
+        .add_or_submit(Task::after(20 * MS, move || l.lock().unwrap().push('o')))
+        .unwrap();
+    clock.advance(SEC);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !log.lock().unwrap().contains(&'o') && Instant::now() < deadline {
+        thread::sleep(MS);
+    }
+    let log = log.lock().unwrap().clone();
+    let at = log
+        .iter()
+        .position(|&c| c == 'o')
+        .expect("the one-shot task ran");
+    assert!(
+        at <= 2 * MisfirePolicy::BURST as usize,
+        "the one-shot ran after {at} runs of the task that is behind"
+    );
+    let runs = log.iter().filter(|&&c| c == 'p').count();
+    assert!(
+        runs as u64 <= MisfirePolicy::MAX_CATCH_UP + 1,
+        "a 1 ns period runs at the tick, and owes at most {} runs: ran {runs}",
+        MisfirePolicy::MAX_CATCH_UP
+    );
+    assert!(hog.cancel());
+    pool.wait_idle();
 }

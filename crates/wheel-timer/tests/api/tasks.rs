@@ -1,51 +1,19 @@
 //! What users of a timer expect from its API (issue 12): fixed-delay repeats, a first run apart
 //! from the period, tasks that know their context and stop themselves, handles that tell their
 //! deadline and why they said no, `Timer::now` and `wait_idle` for exact tests on any executor,
-//! shutdown with a limit / running due tasks / a drop hook, keys that survive a restart, and
-//! errors that go through `?`. Timing is on the manual clock, exact.
-
-mod support;
+//! and errors that go through `?`. Timing is on the manual clock, exact. (What shutdown hands
+//! back is in `shutdown/handing_back.rs`.)
 
 use std::error::Error;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Barrier, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use support::{MS, SEC, manual};
+use crate::support::{DropCount, Log, MS, SEC, manual, pooled, walk};
 use tickwheel::{
-    AddError, BuildError, Clock, ConfigError, Executor, InlineExecutor, Job, ManualClock,
-    MisfirePolicy, OnceBody, ShutdownOptions, Task, TaskContext, TaskState, Timer,
+    AddError, BuildError, Clock, ConfigError, InlineExecutor, ManualClock, MisfirePolicy, OnceBody,
+    Task, TaskContext, TaskState, Timer,
 };
-
-/// A timer on `clock` with a real rayon pool of `threads`.
-fn pooled(clock: &ManualClock, threads: usize) -> Timer {
-    Timer::builder()
-        .clock(clock.clone())
-        .threads(threads)
-        .build()
-        .unwrap()
-}
-
-/// Readings of the manual clock at which something happened.
-#[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<Duration>>>);
-
-impl Log {
-    fn push(&self, at: Duration) {
-        self.0.lock().unwrap().push(at);
-    }
-    fn get(&self) -> Vec<Duration> {
-        self.0.lock().unwrap().clone()
-    }
-}
-
-/// Moves `clock` one step at a time up to `until`, letting every due task finish after each.
-fn walk(clock: &ManualClock, timer: &Timer, step: Duration, until: Duration) {
-    while clock.elapsed() < until {
-        clock.advance(step);
-        timer.wait_idle();
-    }
-}
 
 #[test]
 fn fixed_delay_counts_from_the_end_of_a_slow_run() {
@@ -344,197 +312,6 @@ fn wait_idle_inside_a_task_does_not_wait_for_itself() {
     rx.recv_timeout(Duration::from_secs(60))
         .expect("no deadlock");
     timer.wait_idle();
-}
-
-/// An executor that keeps jobs without running them: due tasks stay on their way.
-#[derive(Default)]
-struct Stalled(Mutex<Vec<Job>>);
-
-impl Executor for Stalled {
-    fn execute(&self, job: Job) {
-        self.0.lock().unwrap().push(job);
-    }
-}
-
-#[test]
-fn keys_and_deadlines_survive_shutdown_and_a_restart() {
-    let (clock, timer) = manual();
-    clock.advance(100 * SEC);
-    let orders = [("order-1", 900), ("order-2", 60), ("order-3", 3600)];
-    for (key, secs) in orders {
-        timer
-            .add_or_submit(Task::after(secs * SEC, || {}).with_key(key))
-            .unwrap();
-    }
-    clock.advance(30 * SEC);
-    let back = timer.shutdown();
-    let saved: Vec<(String, Duration, Instant)> = back
-        .iter()
-        .map(|t| {
-            let key = t.key().unwrap().to_owned();
-            (key, t.remaining().unwrap(), t.deadline().unwrap())
-        })
-        .collect();
-    let remaining: Vec<_> = saved.iter().map(|(k, d, _)| (k.as_str(), *d)).collect();
-    assert_eq!(
-        remaining,
-        [
-            ("order-2", 30 * SEC),
-            ("order-1", 870 * SEC),
-            ("order-3", 3570 * SEC)
-        ]
-    );
-    assert_eq!(saved[0].2, timer.now() + 30 * SEC);
-
-    // The restart: a new timer, and each saved key re-added with its remaining time.
-    let (clock2, timer2) = manual();
-    let fired = Log::default();
-    let names = Arc::new(Mutex::new(Vec::new()));
-    for (key, remaining, _) in saved {
-        let (log, c, n) = (fired.clone(), clock2.clone(), names.clone());
-        timer2
-            .add_or_submit(
-                Task::after(remaining, move |cx: &mut TaskContext<'_>| {
-                    log.push(c.elapsed());
-                    n.lock().unwrap().push(cx.key().unwrap().to_owned());
-                })
-                .with_key(key),
-            )
-            .unwrap();
-    }
-    walk(&clock2, &timer2, SEC, 3570 * SEC);
-    assert_eq!(fired.get(), [30, 870, 3570].map(Duration::from_secs));
-    assert_eq!(*names.lock().unwrap(), ["order-2", "order-1", "order-3"]);
-}
-
-#[test]
-fn shutdown_with_a_limit_returns_while_a_task_blocks() {
-    let clock = ManualClock::new();
-    let timer = pooled(&clock, 2);
-    let (started_tx, started) = mpsc::channel();
-    let (release, release_rx) = mpsc::channel::<()>();
-    let h = timer
-        .add_or_submit(Task::after(MS, move || {
-            started_tx.send(()).unwrap();
-            release_rx.recv().unwrap();
-        }))
-        .unwrap();
-    let later = timer.add_or_submit(Task::after(SEC, || {})).unwrap();
-    clock.advance(MS);
-    started.recv().unwrap();
-    let limit = 50 * MS;
-    let begun = Instant::now();
-    let report = timer.shutdown_with(ShutdownOptions::new().wait_at_most(limit));
-    assert!(begun.elapsed() >= limit, "not before the limit");
-    assert_eq!(report.still_running, 1);
-    assert_eq!((report.tasks.len(), report.ran_due), (1, 0));
-    assert_eq!(later.state(), TaskState::Returned);
-    assert_eq!(h.state(), TaskState::Running);
-    release.send(()).unwrap();
-    timer.wait_idle();
-    assert_eq!(h.state(), TaskState::Done);
-}
-
-#[test]
-fn shutdown_can_run_the_due_tasks_instead_of_handing_them_back() {
-    let clock = ManualClock::new();
-    let stalled = Arc::new(Stalled::default());
-    let timer = Timer::builder()
-        .clock(clock.clone())
-        .executor(stalled.clone())
-        .build()
-        .unwrap();
-    let ran = Log::default();
-    let add = |task: fn(Duration, Box<dyn FnMut() + Send>) -> Task, d: Duration| {
-        let (log, c) = (ran.clone(), clock.clone());
-        timer
-            .add_or_submit(task(d, Box::new(move || log.push(c.elapsed()))))
-            .unwrap()
-    };
-    add(Task::after, SEC);
-    add(Task::after, 2 * SEC);
-    add(Task::every, 2 * SEC);
-    add(Task::after, 60 * SEC);
-    clock.advance(3 * SEC); // three tasks due, stuck on their way to the executor
-    assert_eq!(
-        stalled.0.lock().unwrap().len(),
-        3,
-        "a small round: a job per task"
-    );
-    let report = timer.shutdown_with(ShutdownOptions::new().run_due(true));
-    assert_eq!(report.ran_due, 3);
-    assert_eq!(ran.get(), [3, 3, 3].map(Duration::from_secs));
-    let left: Vec<_> = report
-        .tasks
-        .iter()
-        .map(|t| (t.is_periodic(), t.remaining()))
-        .collect();
-    // The periodic task comes back for its next run on its grid (4 s); the far one as it was.
-    assert_eq!(left, [(true, Some(SEC)), (false, Some(57 * SEC))]);
-    let stats = timer.stats();
-    assert_eq!((stats.fired, stats.returned), (3, 2));
-    // The stalled jobs find their tasks gone when (if ever) they run.
-    let jobs = std::mem::take(&mut *stalled.0.lock().unwrap());
-    jobs.into_iter().for_each(|job| job());
-    assert_eq!(ran.get().len(), 3);
-}
-
-/// Counts drops of what it is captured in.
-struct DropCount(Arc<AtomicUsize>);
-
-impl Drop for DropCount {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, SeqCst);
-    }
-}
-
-#[test]
-fn dropping_a_timer_hands_due_and_waiting_tasks_to_the_drop_hook() {
-    let clock = ManualClock::new();
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let g = got.clone();
-    let timer = Timer::builder()
-        .clock(clock.clone())
-        .executor(Arc::new(Stalled::default()))
-        .on_drop(move |tasks| {
-            let keys = tasks.iter().map(|t| t.key().unwrap().to_owned());
-            g.lock().unwrap().extend(keys);
-        })
-        .build()
-        .unwrap();
-    for (key, d) in [("due", SEC), ("later", 60 * SEC)] {
-        timer
-            .add_or_submit(Task::after(d, || {}).with_key(key))
-            .unwrap();
-    }
-    clock.advance(SEC);
-    drop(timer);
-    assert_eq!(*got.lock().unwrap(), ["due", "later"]);
-}
-
-#[test]
-fn dropping_a_timer_without_a_hook_drops_what_never_ran() {
-    let clock = ManualClock::new();
-    let timer = Timer::builder()
-        .clock(clock.clone())
-        .executor(Arc::new(Stalled::default()))
-        .build()
-        .unwrap();
-    let dropped = Arc::new(AtomicUsize::new(0));
-    for d in [SEC, 60 * SEC] {
-        let guard = DropCount(dropped.clone());
-        timer
-            .add_or_submit(Task::after(d, move || drop(guard)))
-            .unwrap();
-    }
-    clock.advance(SEC);
-    assert_eq!(dropped.load(SeqCst), 0);
-    drop(timer);
-    assert_eq!(
-        dropped.load(SeqCst),
-        2,
-        "both closures dropped, neither run"
-    );
 }
 
 /// A value of size zero with a destructor: a closure that captures only this is of size zero
@@ -919,31 +696,18 @@ fn scheduled_plus_lateness_is_not_after_the_start_of_the_run() {
     );
 }
 
+/// Item 5: a thread name the operating system refuses is a typed error, not a panic, with the
+/// built-in pool and with a user executor.
 #[test]
-fn run_due_respects_skip() {
-    let clock = ManualClock::new();
-    let timer = Timer::builder()
-        .clock(clock.clone())
-        .executor(Arc::new(Stalled::default()))
-        .build()
-        .unwrap();
-    let runs = Arc::new(AtomicUsize::new(0));
-    let r = runs.clone();
-    timer
-        .add_or_submit(
-            Task::every(SEC, move || {
-                r.fetch_add(1, SeqCst);
-            })
-            .misfire(MisfirePolicy::Skip),
-        )
-        .unwrap();
-    clock.advance(SEC); // due, stuck on its way to the executor
-    clock.advance(9 * SEC); // now 9 s (nine periods) late
-    let report = timer.shutdown_with(ShutdownOptions::new().run_due(true));
-    let stats = timer.stats();
-    assert_eq!(
-        (runs.load(SeqCst), report.ran_due, stats.skipped),
-        (0, 0, 10),
-        "a Skip task 9 periods late does not run; the ten missed grid points (1..=10 s) are skipped"
-    );
+fn a_thread_name_with_a_nul_byte_is_a_typed_error() {
+    for custom in [false, true] {
+        let mut b = Timer::builder().name("a\0b");
+        if custom {
+            b = b.executor(Arc::new(InlineExecutor::new()));
+        }
+        match b.build() {
+            Err(BuildError::InvalidName { name }) => assert_eq!(name, "a\0b"),
+            other => panic!("expected InvalidName, got {other:?}"),
+        }
+    }
 }

@@ -12,11 +12,10 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tickwheel::{ManualClock, MisfirePolicy, Task, Timer, TimerHandle};
 
-mod support;
-use support::{MS, SEC};
+use crate::support::{MS, SEC};
 
 fn inline(clock: &ManualClock) -> Arc<Timer> {
-    Arc::new(support::inline(clock))
+    Arc::new(crate::support::inline(clock))
 }
 
 // shutdown() from a task must hand back the later tasks of the same batch.

@@ -13,8 +13,7 @@ use std::time::Duration;
 
 use tickwheel::Sleep;
 
-mod support;
-use support::{DAY, MS, SEC, counter, manual, poll};
+use crate::support::{DAY, MS, SEC, counter, manual, poll};
 
 /// A waker that counts wake-ups and runs `on_clone` each time it is cloned.
 struct Hostile {

@@ -31,8 +31,7 @@ use std::time::Duration;
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
 use tickwheel::{AddError, InlineExecutor, ManualClock, MisfirePolicy, Task, Timer, TimerHandle};
 
-mod support;
-use support::{Boom, silence_boom};
+use crate::support::{Boom, silence_boom};
 
 const DEFAULT_CASES: u64 = 2_000;
 const DEFAULT_SEED: u64 = 0x5E41_11CE_2026_1122;

@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 
 use tickwheel::{InlineExecutor, ManualClock, Sleep, TimeoutError, Timer};
 
-mod support;
-use support::{Batched, MS, SEC, batched, counter, manual, poll, tick};
+use crate::support::{Batched, MS, SEC, batched, counter, manual, poll, tick};
 
 // ---------------------------------------------------------------------------------------------
 // deadline(): stable, never early, from any thread

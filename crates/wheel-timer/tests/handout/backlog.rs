@@ -13,8 +13,7 @@ use std::time::Duration;
 
 use tickwheel::{AddError, Executor, Job, ManualClock, Task, Timer};
 
-mod support;
-use support::{Boom, Held, MS, Rng, SEC, silence_boom};
+use crate::support::{Boom, Held, MS, Rng, SEC, silence_boom};
 
 #[derive(Clone, Copy)]
 struct Modes {

@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 
 use tickwheel::{InlineExecutor, Interval, ManualClock, MisfirePolicy, Sleep, TimeoutError, Timer};
 
-mod support;
-use support::{MS, Rng, SEC, batched, counter, manual, poll, tick};
+use crate::support::{MS, Rng, SEC, batched, counter, manual, poll, tick};
 
 #[test]
 fn sleep_completes_at_its_deadline_and_not_before() {
