@@ -6,12 +6,17 @@
 //! [`contenders`] (it inserts and fires: W1, W3, W4) and one in [`cancellers`] (it can cancel:
 //! W2's two shapes). The flat wheel is in neither: it visits every 1 ms tick, so each workload
 //! adds it where it fits (W1 at a smaller N, W3 second, W4 up to a cap, W2's first shape last).
+//!
+//! The threaded baseline of W6, W10 and W12 is here too ([`mutex_heap`]: `Mutex<BinaryHeap>` and
+//! one timer thread), with the generational [`slab`] both heap baselines keep their items in.
 
 pub mod delay_queue;
 pub mod flat;
 pub mod heap;
 pub mod hhwt;
+pub mod mutex_heap;
 pub mod pq;
+pub mod slab;
 pub mod wheel;
 
 #[cfg(test)]

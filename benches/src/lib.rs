@@ -19,31 +19,26 @@
 //! checks the `wheelbench` program prints, one [`scenario::Scenario`] each); its module docs list
 //! which file holds which workload. What several workloads share is in [`workloads`] (virtual
 //! time: the seed, W1's deadlines, insert-then-fire) and [`service`] (the threaded
-//! `tickwheel::Timer` on the real clock: its name in the tables, lateness). [`alloc`] is the
-//! counting allocator `wheelbench` installs to measure memory.
+//! `tickwheel::Timer` on the real clock: its name in the tables, lateness). [`measure`] holds the
+//! measurement helpers (the counting allocator `wheelbench` installs, `/proc` readings, the
+//! machine); [`report`] the tables, charts and targets.
 //!
-//! W6, W10 and W12 compare the service with [`mutex_heap`] (`Mutex<BinaryHeap>` + one timer
-//! thread); W7 and W11 read CPU time and context switches from [`procfs`]. [`slab`] is the
+//! W6, W10 and W12 compare the service with [`impls::mutex_heap`] (`Mutex<BinaryHeap>` + one timer
+//! thread); W7 and W11 read CPU time and context switches from [`measure::procfs`]. [`impls::slab`] is the
 //! generational slab both heap baselines keep their items in. W13 measures the durable jobs of
 //! `tickwheel-durable` on the disk, against a Redis sorted set and a PostgreSQL
 //! `FOR UPDATE SKIP LOCKED` worker (through the `redis` and `postgres` clients, where those
-//! servers run on this machine), reading CPU and resident memory from [`procfs`] too; W14 runs
+//! servers run on this machine), reading CPU and resident memory from [`measure::procfs`] too; W14 runs
 //! them on PostgreSQL in node processes of their own (1 and 3 nodes, and a fail-over), against a
 //! pool of such workers.
 
-pub mod alloc;
 pub mod impls;
-pub mod machine;
-pub mod mutex_heap;
-pub mod procfs;
+pub mod measure;
 pub mod queue;
 pub mod report;
 pub mod rng;
 pub mod scenario;
 pub mod service;
-pub mod slab;
-pub mod svg;
-pub mod targets;
 pub mod workloads;
 
 pub use queue::{Cancel, TimerQueue};

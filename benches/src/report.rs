@@ -1,4 +1,8 @@
-//! Result tables, as aligned text for the terminal and as Markdown for `docs/benchmarks.md`.
+//! The report: result tables, as aligned text for the terminal and as Markdown for
+//! `docs/benchmarks.md`; the charts ([`svg`]); the targets and how each is judged ([`targets`]).
+
+pub mod svg;
+pub mod targets;
 
 use std::fmt::Write as _;
 use std::time::Duration;

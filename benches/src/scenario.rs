@@ -7,20 +7,20 @@
 //!
 //! | id | file | workload |
 //! |----|------|----------|
-//! | W1 | `long_range.rs` | deadlines log-uniform 1 ms ..= 24 h, insert all then fire all |
-//! | W2 | `churn.rs` | Kafka purgatory churn, and uniform cancels among N live timers |
-//! | W3 | `short_range.rs` | deadlines uniform 1 ..= 500 ms, insert all then fire all |
-//! | W4 | `growth.rs` | W1 at 10k, 100k, 1M, 10M timers |
-//! | W5, W5b | `memory.rs` | bytes per pending timer: bare, and through `Timer` |
-//! | W6 | `threads.rs` | add + cancel through the service from 1, 2, 4 threads; add latency |
-//! | W7 | `idle.rs` | tick-thread wake-ups and CPU with timers pending an hour out |
-//! | W8 | `accuracy.rs` | lateness of real-clock timers |
-//! | W9 | `steady.rs` | a steady-state server's request-timeout mix |
-//! | W10 | `demo.rs` | six million tasks through the service |
-//! | W11 | `futures.rs` | the timer's futures under tokio, against tokio's timer |
-//! | W12 | `slow.rs` | slow tasks among punctual ones |
-//! | W13 | `durable/one_node.rs` | durable jobs (`tickwheel-durable`) on one node, against Redis and PostgreSQL pollers |
-//! | W14 | `durable/cluster.rs` | durable jobs on PostgreSQL, 1 and 3 node processes, fail-over, against `SKIP LOCKED` pollers |
+//! | W1 | `w1_long_range.rs` | deadlines log-uniform 1 ms ..= 24 h, insert all then fire all |
+//! | W2 | `w2_churn.rs` | Kafka purgatory churn, and uniform cancels among N live timers |
+//! | W3 | `w3_short_range.rs` | deadlines uniform 1 ..= 500 ms, insert all then fire all |
+//! | W4 | `w4_growth.rs` | W1 at 10k, 100k, 1M, 10M timers |
+//! | W5, W5b | `w5_memory.rs` | bytes per pending timer: bare, and through `Timer` |
+//! | W6 | `w6_threads.rs` | add + cancel through the service from 1, 2, 4 threads; add latency |
+//! | W7 | `w7_idle.rs` | tick-thread wake-ups and CPU with timers pending an hour out |
+//! | W8 | `w8_accuracy.rs` | lateness of real-clock timers |
+//! | W9 | `w9_steady.rs` | a steady-state server's request-timeout mix |
+//! | W10 | `w10_six_million_tasks.rs` | six million tasks through the service |
+//! | W11 | `w11_futures.rs` | the timer's futures under tokio, against tokio's timer |
+//! | W12 | `w12_slow_tasks.rs` | slow tasks among punctual ones |
+//! | W13 | `durable/w13_one_node.rs` | durable jobs (`tickwheel-durable`) on one node, against Redis and PostgreSQL pollers |
+//! | W14 | `durable/w14_cluster.rs` | durable jobs on PostgreSQL, 1 and 3 node processes, fail-over, against `SKIP LOCKED` pollers |
 //!
 //! W1–W5 and W9 run in virtual time over the [`impls`](crate::impls), whose registry lists the
 //! contenders; W6–W8 and W10–W12 run the threaded `tickwheel::Timer` on the real clock, W13 the
@@ -30,40 +30,40 @@
 //! [`workloads`](crate::workloads) (seed, W1's deadlines, [`Timing`], insert-then-fire) and in
 //! [`service`](crate::service) (our timer's name in the tables, lateness).
 
-mod accuracy;
-mod churn;
-mod demo;
 mod durable;
-mod futures;
-mod growth;
-mod idle;
-mod long_range;
-mod memory;
-mod short_range;
-mod slow;
-mod steady;
-mod threads;
+mod w10_six_million_tasks;
+mod w11_futures;
+mod w12_slow_tasks;
+mod w1_long_range;
+mod w2_churn;
+mod w3_short_range;
+mod w4_growth;
+mod w5_memory;
+mod w6_threads;
+mod w7_idle;
+mod w8_accuracy;
+mod w9_steady;
 
-pub use accuracy::{AccuracyResult, accuracy};
-pub use churn::{ChurnParams, UniformParams, churn, churn_uniform};
-pub use demo::{DemoResult, demo_heap, demo_timer};
 pub use durable::{NODE_ARG, node_main};
-pub use idle::{IdleResult, W7_DELAY, idle};
-pub use long_range::insert_then_fire_one_advance;
-pub use memory::{
+pub use w1_long_range::insert_then_fire_one_advance;
+pub use w2_churn::{ChurnParams, UniformParams, churn, churn_uniform};
+pub use w3_short_range::{SHORT_MS, short_range_deadlines};
+pub use w5_memory::{
     Job, MemoryResult, memory_per_timer, timer_memory_per_task, wheel_heap_bytes_per_timer,
 };
-pub use short_range::{SHORT_MS, short_range_deadlines};
-pub use slow::{SlowResult, slow_heap, slow_timer};
-pub use steady::{SteadyParams, steady_state};
-pub use threads::{
+pub use w6_threads::{
     AddCancel, AddLatency, W6_DELAY, add_cancel_baseline, add_cancel_timer, add_latency,
 };
+pub use w7_idle::{IdleResult, W7_DELAY, idle};
+pub use w8_accuracy::{AccuracyResult, accuracy};
+pub use w9_steady::{SteadyParams, steady_state};
+pub use w10_six_million_tasks::{DemoResult, demo_heap, demo_timer};
+pub use w12_slow_tasks::{SlowResult, slow_heap, slow_timer};
 
 use std::time::{Duration, Instant};
 
 use crate::report::Table;
-use crate::svg::Chart;
+use crate::report::svg::Chart;
 use crate::workloads::{ChurnResult, Timing};
 
 /// Sizes and repetitions of a run.
@@ -142,7 +142,7 @@ impl Config {
 pub struct Check {
     /// Workload id.
     pub workload: &'static str,
-    /// The target, as the brief states it.
+    /// The target, in the words of `docs/workloads.md`.
     pub target: String,
     /// What this run measured.
     pub measured: String,
@@ -174,18 +174,18 @@ pub trait Scenario {
 /// Every scenario, in order.
 pub fn all() -> Vec<Box<dyn Scenario>> {
     vec![
-        Box::new(long_range::LongRange),
-        Box::new(churn::Churn),
-        Box::new(short_range::ShortRange),
-        Box::new(growth::Growth),
-        Box::new(memory::Memory),
-        Box::new(threads::Threads),
-        Box::new(idle::Idle),
-        Box::new(accuracy::Accuracy),
-        Box::new(steady::Steady),
-        Box::new(demo::Demo),
-        Box::new(futures::Futures),
-        Box::new(slow::Slow),
+        Box::new(w1_long_range::LongRange),
+        Box::new(w2_churn::Churn),
+        Box::new(w3_short_range::ShortRange),
+        Box::new(w4_growth::Growth),
+        Box::new(w5_memory::Memory),
+        Box::new(w6_threads::Threads),
+        Box::new(w7_idle::Idle),
+        Box::new(w8_accuracy::Accuracy),
+        Box::new(w9_steady::Steady),
+        Box::new(w10_six_million_tasks::Demo),
+        Box::new(w11_futures::Futures),
+        Box::new(w12_slow_tasks::Slow),
         Box::new(durable::Durable),
         Box::new(durable::DurableCluster),
     ]

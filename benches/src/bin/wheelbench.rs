@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use wheel_benches::alloc::CountingAlloc;
-use wheel_benches::machine::{self, Machine};
+use wheel_benches::measure::alloc::CountingAlloc;
+use wheel_benches::measure::machine::{self, Machine};
 use wheel_benches::report::Table;
+use wheel_benches::report::svg;
 use wheel_benches::scenario::{self, Check, Config, Outcome};
-use wheel_benches::svg;
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
@@ -199,7 +199,7 @@ fn main() -> ExitCode {
             bar.set_message(msg.to_owned());
             log(format!("  {msg}"));
         };
-        wheel_benches::alloc::settle(); // the previous workload's frees are not this one's cost
+        wheel_benches::measure::alloc::settle(); // the previous workload's frees are not this one's cost
         let outcome = s.run(&args.cfg, &mut progress);
         bar.suspend(|| {
             for t in &outcome.tables {

@@ -11,7 +11,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::slab::GenSlab;
+use crate::impls::slab::GenSlab;
 use crate::{Cancel, TimerQueue};
 
 /// Stale records tolerated before a compaction, besides "as many as live ones".

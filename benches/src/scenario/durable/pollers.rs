@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 use super::common::{
     CLAIM, LateRun, PAYLOAD, Slots, chain, cpu_between, index_of, millis, now_ms, stale, wall_ns,
 };
-use crate::procfs;
+use crate::measure::procfs;
 
 /// A baseline's job queue: one Redis sorted set or one PostgreSQL table.
 pub(super) trait Queue: Send {

@@ -32,7 +32,7 @@ use super::super::common::{
     CALLER_STACK, PAYLOAD, at_ms, chain, day_ahead, late_offsets, nanos, percentiles, seed, wall_ns,
 };
 use super::KIND;
-use crate::procfs;
+use crate::measure::procfs;
 use crate::rng::Rng;
 
 /// The hidden first argument that makes `wheelbench` a W14 node (not in its usage text).

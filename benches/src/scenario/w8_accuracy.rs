@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 use tickwheel::{Task, Timer};
 
 use super::{Config, Outcome, Scenario};
+use crate::report::svg::{Chart, Series};
+use crate::report::targets;
 use crate::report::{self, Table};
 use crate::rng::Rng;
 use crate::service::{Lateness, TIMER_NAME, signed_ns};
-use crate::svg::{Chart, Series};
-use crate::targets;
 use crate::workloads::SEED;
 
 /// What W8 measured.

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 use tickwheel::{Stats, Task, Timer};
 
 use super::{Config, Outcome, Scenario};
-use crate::procfs::{self, ThreadSample};
+use crate::measure::procfs::{self, ThreadSample};
+use crate::report::targets;
 use crate::report::{self, Table};
 use crate::service::TIMER_NAME;
-use crate::targets;
 
 /// W7's delay: "an hour out".
 pub const W7_DELAY: Duration = Duration::from_secs(3600);

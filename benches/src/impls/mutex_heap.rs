@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
-use crate::slab::GenSlab;
+use crate::impls::slab::GenSlab;
 
 /// A job the baseline runs: a boxed closure, as our `Timer` stores it.
 pub type Job = Box<dyn FnOnce() + Send>;
@@ -121,7 +121,7 @@ impl Shared {
 ///
 /// ```
 /// use std::time::Duration;
-/// use wheel_benches::mutex_heap::MutexHeapTimer;
+/// use wheel_benches::impls::mutex_heap::MutexHeapTimer;
 ///
 /// let timer = MutexHeapTimer::new();
 /// let id = timer.schedule(Duration::from_secs(30), Box::new(|| {}));

@@ -19,12 +19,12 @@ use tickwheel::Timer;
 use tokio::runtime::Runtime;
 
 use super::{Config, Outcome, Scenario};
-use crate::alloc;
-use crate::procfs;
+use crate::measure::alloc;
+use crate::measure::procfs;
+use crate::report::targets;
 use crate::report::{self, Table};
 use crate::rng::Rng;
 use crate::service::{Lateness, TIMER_NAME, signed_ns};
-use crate::targets;
 use crate::workloads::SEED;
 
 /// W11.

@@ -61,7 +61,7 @@ impl<T: fmt::Debug> fmt::Debug for Slot<T> {
 /// Items by `(slot, generation)`; see the module docs.
 ///
 /// ```
-/// use wheel_benches::slab::GenSlab;
+/// use wheel_benches::impls::slab::GenSlab;
 ///
 /// let mut slab = GenSlab::new();
 /// let (slot, generation) = slab.insert("a");

@@ -9,9 +9,9 @@ use super::{Config, Outcome, Scenario, measure};
 use crate::TimerQueue;
 use crate::impls::flat::FlatWheel;
 use crate::impls::{self, Contender};
+use crate::report::svg::{Chart, Series};
+use crate::report::targets;
 use crate::report::{self, Table};
-use crate::svg::{Chart, Series};
-use crate::targets;
 use crate::workloads::{self, SEED};
 
 /// W4: growth.

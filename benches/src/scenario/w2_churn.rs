@@ -13,11 +13,12 @@ use crate::impls::flat::FlatWheel;
 use crate::impls::heap::LazyHeap;
 use crate::impls::pq::Pq;
 use crate::impls::{self, Canceller};
+use crate::measure::alloc;
+use crate::report::targets;
 use crate::report::{self, Table};
 use crate::rng::Rng;
-use crate::targets;
 use crate::workloads::{ChurnResult, SEED, Timing};
-use crate::{Cancel, TimerQueue, alloc};
+use crate::{Cancel, TimerQueue};
 
 /// W2's parameters: Kafka's purgatory shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

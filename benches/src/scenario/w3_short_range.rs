@@ -10,9 +10,9 @@ use crate::TimerQueue;
 use crate::impls::flat::FlatWheel;
 use crate::impls::hhwt::{Hhwt, HhwtCancel};
 use crate::impls::{self, Contender};
+use crate::report::targets;
 use crate::report::{self, Table};
 use crate::rng::Rng;
-use crate::targets;
 use crate::workloads::SEED;
 
 /// Upper end of W3's deadlines, in ms.

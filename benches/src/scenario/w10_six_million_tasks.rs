@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use tickwheel::{Task, Timer};
 
 use super::{Config, Outcome, Scenario};
-use crate::alloc;
-use crate::mutex_heap::MutexHeapTimer;
+use crate::impls::mutex_heap::MutexHeapTimer;
+use crate::measure::alloc;
 use crate::report::{self, Table};
 use crate::rng::Rng;
 use crate::service::{Lateness, TIMER_NAME, signed_ns};
@@ -288,7 +288,7 @@ impl Scenario for Demo {
             }
         }
         split.note("the two adding threads take both cores while they add, and the tick thread, the pool and the tasks get what is left, so what is due meanwhile waits (a contender whose adders wait on a lock leaves more); tasks due soon after the last add still queue behind what the adds left (the p99 and max of the \"after\" rows), while the median of those rows is mostly the timer's own lateness");
-        // No target row: the brief asks for figures here, and "0 lost, 0 early" is enforced by the
+        // No target row: docs/workloads.md asks for figures here, and "0 lost, 0 early" is enforced by the
         // run itself (it aborts otherwise).
         Outcome {
             tables: vec![t, split],

@@ -13,12 +13,12 @@ use super::super::common::{
     thousands,
 };
 use super::{KIND, Params, fresh, noop};
-use crate::procfs;
+use crate::measure::procfs;
+use crate::report::targets;
 use crate::report::{self, Table};
 use crate::rng::Rng;
 use crate::scenario::Outcome;
 use crate::service::Lateness;
-use crate::targets;
 
 /// What one way of scheduling achieved.
 #[derive(Clone, Debug)]

@@ -15,11 +15,12 @@ use crate::impls::delay_queue::TokioDelayQueue;
 use crate::impls::heap::LazyHeap;
 use crate::impls::hhwt::HhwtCancel;
 use crate::impls::pq::Pq;
+use crate::measure::alloc;
+use crate::report::targets;
 use crate::report::{self, Table};
 use crate::rng::Rng;
-use crate::targets;
 use crate::workloads::{ChurnResult, SEED, Timing};
-use crate::{Cancel, TimerQueue, alloc};
+use crate::{Cancel, TimerQueue};
 
 /// The shape of W9.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,7 +34,7 @@ pub struct SteadyParams {
 }
 
 impl SteadyParams {
-    /// The brief's shape (1,000 adds per ms, 40 s + 20 s); `quick` keeps the mix and the
+    /// The shape docs/workloads.md defines (1,000 adds per ms, 40 s + 20 s); `quick` keeps the mix and the
     /// durations at a tenth of the rate.
     pub fn for_config(cfg: &Config) -> Self {
         SteadyParams {

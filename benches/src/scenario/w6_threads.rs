@@ -13,12 +13,12 @@ use std::time::{Duration, Instant};
 use tickwheel::{Task, Timer};
 
 use super::{Config, Outcome, Scenario};
-use crate::mutex_heap::MutexHeapTimer;
+use crate::impls::mutex_heap::MutexHeapTimer;
+use crate::report::svg::{Chart, Series};
+use crate::report::targets;
 use crate::report::{self, Table};
 use crate::rng::Rng;
 use crate::service::TIMER_NAME;
-use crate::svg::{Chart, Series};
-use crate::targets;
 
 /// W6's delay: long enough that nothing fires during the run.
 pub const W6_DELAY: Duration = Duration::from_secs(30);
@@ -415,7 +415,7 @@ impl Scenario for Threads {
             report::count(window)
         ));
         t.note(format!(
-            "pending alongside 0 is the brief's workload: each thread has few timers live, so the baseline's \
+            "pending alongside 0 is W6 as docs/workloads.md defines it: each thread has few timers live, so the baseline's \
              heap stays small and a 30 s push lands at its bottom in O(1); the {} rows add that many other \
              timers first (untimed, due uniformly in 1 min ..= 1 h, never fired)",
             report::count(background)
@@ -426,7 +426,7 @@ impl Scenario for Threads {
              baseline: `ScheduledThreadPoolExecutor`'s design with one thread: a parking_lot Mutex around a \
              BinaryHeap of (deadline, slot, generation) records, jobs in a slab, a Copy handle, lazy cancel with \
              compaction once stale records outnumber live ones, clock read outside the lock, a Condvar \
-             notified only when an add lands before the head (see `benches/src/mutex_heap.rs`)",
+             notified only when an add lands before the head (see `benches/src/impls/mutex_heap.rs`)",
         );
         t.note(
             "every run checks: every add accepted, every cancel returned true, nothing fired, nothing pending \

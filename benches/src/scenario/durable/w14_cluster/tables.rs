@@ -5,10 +5,10 @@ use std::time::Duration;
 use super::super::common::{LateRun, OURS, TICK, ms, ms1, nanos, thousands};
 use super::parts::{Failover, GIVE_UP, NodeSched, SHAPES, Sched, Shape, jobs_statements, per_job};
 use super::{ClusterRun, Params, Results};
+use crate::report::targets;
 use crate::report::{self, Table};
 use crate::scenario::{Check, Outcome};
 use crate::service::Lateness;
-use crate::targets;
 
 /// The fewest runs a p99 is judged on.
 const JUDGE_RUNS: usize = 1000;

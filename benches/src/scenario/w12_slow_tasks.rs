@@ -15,11 +15,11 @@ use std::time::{Duration, Instant};
 use tickwheel::{Isolation, ShutdownOptions, Task, Timer};
 
 use super::{Config, Outcome, Scenario};
-use crate::mutex_heap::MutexHeapTimer;
+use crate::impls::mutex_heap::MutexHeapTimer;
+use crate::report::targets;
 use crate::report::{self, Table};
 use crate::rng::Rng;
 use crate::service::{TIMER_NAME, signed_ns};
-use crate::targets;
 use crate::workloads::SEED;
 
 /// Threads of the timer's pool, and of its slow pool.

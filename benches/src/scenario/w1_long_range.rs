@@ -18,8 +18,8 @@ use crate::impls;
 use crate::impls::flat::FlatWheel;
 use crate::impls::heap::LazyHeap;
 use crate::impls::hhwt::Hhwt;
+use crate::report::targets;
 use crate::report::{self, Table};
-use crate::targets;
 use crate::workloads::{self, SEED, Timing};
 
 /// W1's "batch drain" row: our wheel advanced ONCE to the last deadline, which no timer thread

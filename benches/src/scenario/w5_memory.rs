@@ -12,14 +12,14 @@ use tickwheel_wheel::TimingWheel;
 
 use super::{Config, Outcome, Scenario};
 use crate::TimerQueue;
-use crate::alloc;
 use crate::impls::delay_queue::TokioDelayQueue;
 use crate::impls::flat::FlatWheel;
 use crate::impls::heap::LazyHeap;
 use crate::impls::hhwt::{Hhwt, HhwtCancel};
 use crate::impls::pq::Pq;
+use crate::measure::alloc;
+use crate::report::targets;
 use crate::report::{self, Table};
-use crate::targets;
 use crate::workloads::{self, SEED};
 
 /// Item type of W5: a boxed task, as a timer service stores it.

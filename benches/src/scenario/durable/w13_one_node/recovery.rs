@@ -13,11 +13,11 @@ use tickwheel_durable::{Job, JobContext, Jobs, ManualWall};
 use super::super::common::temp_dir;
 use super::super::common::{DAY_MS, HOUR_MS, PAYLOAD, at_ms, chain, ms1, thousands, wall_ns};
 use super::{KIND, Params, TEMP_PREFIX, file_size, noop};
-use crate::alloc;
-use crate::procfs;
+use crate::measure::alloc;
+use crate::measure::procfs;
+use crate::report::targets;
 use crate::report::{self, Table};
 use crate::scenario::Outcome;
-use crate::targets;
 
 /// What part 4 measured (and part 5's file sizes).
 #[derive(Clone, Debug)]

@@ -15,11 +15,11 @@ use super::super::common::{
 };
 use super::super::pollers::{PgSvc, Pool, Queue, RedisSvc, Server, baseline_lateness};
 use super::{Fresh, KIND, Params, fresh, noop};
-use crate::procfs;
+use crate::measure::procfs;
+use crate::report::targets;
 use crate::report::{self, Table};
 use crate::scenario::Outcome;
 use crate::service::Lateness;
-use crate::targets;
 
 /// Ours: the N jobs through `schedule_batch` (one call), run by a handler that records its
 /// lateness on the wall clock.
