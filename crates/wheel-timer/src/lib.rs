@@ -77,53 +77,26 @@
 //!
 //! Neither is on by default.
 
-mod add;
-mod body;
-mod builder;
-mod chunked;
-mod class;
-mod context;
-mod core;
-mod error;
-mod free;
-mod future;
-mod handle;
-mod handout;
-mod job;
-mod lifecycle;
-mod local;
+// The layers, bottom first; each imports only from those below it (see `docs/architecture.md`).
+mod api;
 mod loom;
-mod mine;
-mod panic;
-mod prefetch;
-mod registry;
-mod ring;
-mod route;
-mod running;
+mod service;
 mod shard;
-mod shutdown;
-mod slot;
 mod slots;
-mod stats;
-mod task;
-mod timer;
-mod trace;
-mod vacated;
-mod word;
 
-pub use builder::TimerBuilder;
-pub use class::Isolation;
-pub use context::{TaskContext, WeakTimer};
-pub use error::{AddError, BuildError};
-pub use future::{Interval, Sleep, Timeout, TimeoutError};
-pub use handle::{TaskState, TimerHandle};
-pub use shutdown::{ShutdownOptions, ShutdownReport};
-pub use stats::{RunTimes, Stats};
-pub use task::{MisfirePolicy, OnceBody, RepeatBody, Task};
+pub use api::builder::TimerBuilder;
+pub use api::error::{AddError, BuildError};
+pub use api::future::{Interval, Sleep, Timeout, TimeoutError};
+pub use api::handle::{TaskState, TimerHandle};
+pub use api::stats::{RunTimes, Stats};
+pub use api::task::context::{TaskContext, WeakTimer};
+pub use api::task::{MisfirePolicy, OnceBody, RepeatBody, Task};
+pub use api::timer::Timer;
+pub use service::class::Isolation;
+pub use service::shutdown::{ShutdownOptions, ShutdownReport};
 pub use tickwheel_executor::{Executor, InlineExecutor, Job, RayonExecutor};
 pub use tickwheel_reaper::{Clock, Driver, ManualClock, RealClock};
 pub use tickwheel_wheel::ConfigError;
-pub use timer::Timer;
 
 /// The README's examples, compiled and run as doc tests so they cannot rot.
 #[cfg(doctest)]

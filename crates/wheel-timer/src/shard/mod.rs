@@ -8,8 +8,8 @@
 //! | ring head, the wheel, the young queue, `link`, `deadline`, `meant` of stamped tasks, `in_lock` counters | whoever holds `locked`: the owner flushing a full ring, the tick thread collecting, a cancel or reschedule of a task in the wheel, a job re-arming, shutdown | under the lock |
 //! | `next_wake` | lowered by anyone (`fetch_min`); set by whoever consumes the ring | sequentially consistent |
 //! | `remote` counters | threads other than the owner | atomic read-modify-write |
-//! | the bits listing slots vacated elsewhere (`vacated.rs`) | threads other than the owner set them; the owner swaps them out to refill | atomic read-modify-write |
-//! | slot words | see `word.rs` | compare-and-swap |
+//! | the bits listing slots vacated elsewhere (`slots/remote_free.rs`) | threads other than the owner set them; the owner swaps them out to refill | atomic read-modify-write |
+//! | slot words | see `slots/word.rs` | compare-and-swap |
 //!
 //! The owner's add takes no lock and writes only its slot and lines no other adding thread
 //! writes; the lock is shared with the tick thread once per tick at most, and with cancels of
@@ -36,22 +36,23 @@ use tickwheel_wheel::{TimerId, TimingWheel};
 
 mod deadline;
 mod moves;
+pub(crate) mod ring;
 pub(crate) use moves::Rearm;
 mod stamp;
 mod young;
 
-use crate::core::Core;
+use crate::api::task::Work;
 use crate::loom::atomic::{AtomicU64, Ordering::*};
 use crate::loom::{Mutex, MutexGuard};
-use crate::mine::OwnerToken;
-use crate::ring::{self, Ring};
-use crate::slot::Run;
-use crate::slots::Slots;
-use crate::task::Work;
-use crate::word::{
+use crate::service::core::Core;
+use crate::slots::owner::OwnerToken;
+use crate::slots::slot::Run;
+use crate::slots::table::Slots;
+use crate::slots::word::{
     CANCELLED, DONE, DUE, PERIODIC, QUEUED, RETURNED, RUNNING, STAMPED, STOP, VACANT, WAITING,
     WAKE, Word,
 };
+use ring::Ring;
 
 /// A task found due: what its job needs to find and run it.
 #[derive(Clone, Copy, Debug)]
@@ -59,7 +60,7 @@ pub(crate) struct Fire {
     pub(crate) shard: u32,
     pub(crate) slot: u32,
     pub(crate) generation: u32,
-    /// Where it runs: its route word (see `route.rs`), or [`WAKE_HERE`] for a future's wake-up.
+    /// Where it runs: its route word (see `service/route.rs`), or [`WAKE_HERE`] for a future's wake-up.
     /// Read when the task is found due, while its slot is in the cache: the tick thread then
     /// hands it out without touching the slot again (see `Core::dispatch`).
     pub(crate) route: u32,

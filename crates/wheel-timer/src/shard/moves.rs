@@ -4,8 +4,8 @@
 
 use tickwheel_reaper::{Clock, Due};
 
-use crate::running::active;
-use crate::word::BUSY;
+use crate::service::running::active;
+use crate::slots::word::BUSY;
 
 use super::*;
 

@@ -80,7 +80,7 @@ impl Shard {
         if by_owner || cfg!(loom) {
             self.ring.consume(batch, file);
         } else {
-            let prefetch = |rec| crate::prefetch::line(self.slots.get(ring::split(rec).0));
+            let prefetch = |rec| crate::slots::prefetch::line(self.slots.get(ring::split(rec).0));
             self.ring.consume_ahead(batch, prefetch, file);
         }
         self.consumer.flushes.fetch_add(1, Release);
@@ -211,7 +211,7 @@ impl Shard {
     /// `fetch_min` for such a record, so the tick thread issues a process-wide barrier after its
     /// round and then looks at the ring again ([`settle`](tickwheel_reaper::Shard::settle)): any
     /// record the store did not account for is either seen there or its owner sees the new value
-    /// and lowers it again (the owner's half is `barrier::light` in `add.rs`).
+    /// and lowers it again (the owner's half is `barrier::light` in `service/add.rs`).
     ///
     /// While unstamped adds keep coming (this drain stamped some), the tick thread keeps looking
     /// once a tick: otherwise the next such add after every drain would have to wake it. It stops
@@ -252,7 +252,7 @@ impl Shard {
         self.ring.clear(); // the scan below finds their slots
         for i in 0..self.slots.len() {
             let s = self.slots.get(i);
-            // Sequentially consistent: the other half of the add's handshake (see `add.rs`).
+            // Sequentially consistent: the other half of the add's handshake (see `service/add.rs`).
             let generation = Word(s.word.load(SeqCst)).generation();
             // A future whose deadline this shutdown's clock reading has reached ends as fired,
             // not shut down: it is elapsed. Decided from the word the take replaces (an add
@@ -336,8 +336,8 @@ impl tickwheel_reaper::Shard for Shard {
         // them ahead of `fire`, which reads both.
         let prefetch = |&rec: &u64| {
             let i = ring::split(rec).0;
-            crate::prefetch::line(self.slots.get(i));
-            crate::prefetch::line(self.slots.route(i));
+            crate::slots::prefetch::line(self.slots.get(i));
+            crate::slots::prefetch::line(self.slots.route(i));
         };
         locked.wheel.advance_prefetching(now, prefetch, |rec| {
             let (i, generation) = ring::split(rec);
@@ -358,7 +358,7 @@ impl tickwheel_reaper::Shard for Shard {
     }
 
     fn settle(&self, now: u64) {
-        // After the tick thread's barrier: the other half of the add's handshake (`add.rs`).
+        // After the tick thread's barrier: the other half of the add's handshake (`service/add.rs`).
         // Under the lock: another thread may have drained a record the owner did not wake for
         // since `collect` (a handle's `deadline`, a reschedule); it lowers `next_wake` before it
         // unlocks, so an empty ring here means the lowering is visible to the tick thread's next

@@ -73,7 +73,7 @@ impl Shard {
     #[inline]
     fn prefetch_young(&self, young: &VecDeque<Young>, k: usize) {
         if let Some(y) = young.get(k) {
-            crate::prefetch::line(self.slots.get(ring::split(y.rec).0));
+            crate::slots::prefetch::line(self.slots.get(ring::split(y.rec).0));
         }
     }
 

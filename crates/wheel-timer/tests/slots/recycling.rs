@@ -584,7 +584,7 @@ fn on_a_new_shard<R: Send + 'static>(
 }
 
 /// A regression test (it failed on the first version of the bounded lists): an add panicked with
-/// "slot indexes come from this shard", and the panic left the shard's `Mine::busy` set, so
+/// "slot indexes come from this shard", and the panic left the shard's `Ownership::busy` set, so
 /// every later add on that shard, by any thread of this timer or of the next timers it is handed
 /// to, failed with `AddError::Full`.
 ///

@@ -8,7 +8,7 @@
 //!
 //! A set of slot numbers as bits in three levels (a bit per slot, a bit per non-empty word of
 //! the level below), so the lowest is three `trailing_zeros` away. Touched only by the shard's
-//! owner thread (inside `Mine::with_free`): plain memory, no atomics.
+//! owner thread (inside `Ownership::with_free`): plain memory, no atomics.
 //!
 //! One slot bypasses the set: a slot the owner frees while none is kept aside, into an empty set
 //! or below `floor` (a lower bound of the set: its lowest when last known, else below it), is
@@ -26,7 +26,7 @@ const BITS: usize = 64;
 
 /// Slots vacated and listed, waiting for the owner's next allocation. Touched by the owner only.
 #[derive(Debug, Default)]
-pub(crate) struct FreeSet {
+pub(crate) struct FreeList {
     /// A slot freed while none was kept aside, below `floor` (so below every slot in `levels`
     /// then) or into an empty set: handed out first.
     hot: Option<u32>,
@@ -41,7 +41,7 @@ pub(crate) struct FreeSet {
     len: usize,
 }
 
-impl FreeSet {
+impl FreeList {
     /// Slots in the set.
     #[cfg(all(test, not(loom)))]
     pub(crate) fn len(&self) -> usize {
@@ -156,13 +156,13 @@ impl FreeSet {
 mod tests {
     use super::*;
 
-    fn drain(set: &mut FreeSet) -> Vec<u32> {
+    fn drain(set: &mut FreeList) -> Vec<u32> {
         std::iter::from_fn(|| set.pop()).collect()
     }
 
     #[test]
     fn the_first_slot_freed_into_an_empty_set_comes_back_first() {
-        let mut set = FreeSet::default();
+        let mut set = FreeList::default();
         set.insert(900);
         assert_eq!(set.peek(), Some(900));
         assert_eq!(set.pop(), Some(900));
@@ -172,7 +172,7 @@ mod tests {
 
     #[test]
     fn the_rest_come_back_lowest_first_across_all_levels() {
-        let mut set = FreeSet::default();
+        let mut set = FreeList::default();
         // Spread over several words of every level (64^2 = 4096, 64^3 = 262,144).
         let mut slots: Vec<u32> = vec![5, 0, 63, 64, 4095, 4096, 262_143, 262_144, 9_000_000, 1];
         for &i in &slots {
@@ -189,7 +189,7 @@ mod tests {
 
     #[test]
     fn adding_the_slot_kept_aside_again_changes_nothing() {
-        let mut set = FreeSet::default();
+        let mut set = FreeList::default();
         set.insert(7); // kept aside
         set.insert(7);
         set.insert_ordered(7);
@@ -199,7 +199,7 @@ mod tests {
 
     #[test]
     fn a_slot_freed_while_none_is_aside_comes_back_next_however_full_the_set() {
-        let mut set = FreeSet::default();
+        let mut set = FreeList::default();
         for i in 0..10_000 {
             set.insert(i); // 0 aside, the rest in the set
         }
@@ -226,7 +226,7 @@ mod tests {
 
     #[test]
     fn the_bound_starts_from_the_first_slot_of_an_empty_set() {
-        let mut set = FreeSet::default();
+        let mut set = FreeList::default();
         set.insert(50); // aside
         set.insert(40); // into the set
         assert_eq!(set.pop(), Some(50));
@@ -237,7 +237,7 @@ mod tests {
 
     #[test]
     fn a_slot_already_in_the_set_is_not_kept_aside_as_well() {
-        let mut set = FreeSet::default();
+        let mut set = FreeList::default();
         set.insert(1); // aside
         set.insert(5);
         assert_eq!(set.pop(), Some(1));
@@ -249,7 +249,7 @@ mod tests {
 
     #[test]
     fn a_lower_slot_freed_later_is_found_below_the_search_start() {
-        let mut set = FreeSet::default();
+        let mut set = FreeList::default();
         set.insert(1); // aside
         set.insert(10_000_000);
         set.insert(20_000_000);
@@ -263,7 +263,7 @@ mod tests {
 
     #[test]
     fn the_set_matches_a_sorted_model_under_random_use() {
-        let mut set = FreeSet::default();
+        let mut set = FreeList::default();
         let mut model = std::collections::BTreeSet::new();
         let mut aside: Option<u32> = None;
         let mut aside_over_a_set = 0;
@@ -311,7 +311,7 @@ mod tests {
     fn every_operation_matches_a_model() {
         use std::collections::BTreeSet;
         for (seed, range) in [(1u64, 8u64), (2, 70), (3, 5000), (4, 300_000), (5, 2)] {
-            let mut set = FreeSet::default();
+            let mut set = FreeList::default();
             let mut model: BTreeSet<u32> = BTreeSet::new();
             let mut aside: Option<u32> = None;
             let mut x = 0x9E37_79B9_7F4A_7C15_u64 ^ seed;

@@ -5,10 +5,10 @@ use std::fmt;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use crate::core::Core;
-use crate::error::AddError;
-use crate::handle::TimerHandle;
-use crate::task::Task;
+use crate::api::error::AddError;
+use crate::api::handle::TimerHandle;
+use crate::api::task::Task;
+use crate::service::core::Core;
 
 /// Given to a task's closure when it asks for it (`|cx: &mut TaskContext<'_>| ..`): when this
 /// run was due, how late it started, how many runs there have been, the task's key, and its
@@ -138,7 +138,7 @@ impl WeakTimer {
     /// [`AddError::Shutdown`](crate::AddError::Shutdown), the task handed back.
     pub fn add_or_submit(&self, task: Task) -> Result<TimerHandle, AddError> {
         match self.core.upgrade() {
-            Some(core) => crate::add::add(&core, task),
+            Some(core) => crate::service::add::add(&core, task),
             None => Err(AddError::Shutdown(task)),
         }
     }

@@ -11,10 +11,13 @@ use tickwheel_reaper::duration_to_ns;
 
 use tickwheel_executor::Executor;
 
-pub use crate::body::{OnceBody, RepeatBody};
-use crate::class::Class;
-use crate::context::TaskContext;
-use crate::route::RouteSpec;
+pub(crate) mod body;
+pub(crate) mod context;
+
+use crate::api::task::context::TaskContext;
+use crate::service::class::Class;
+use crate::service::route::RouteSpec;
+pub use body::{OnceBody, RepeatBody};
 
 /// What a fixed-rate task does when the timer fell behind by a period or more (a stalled machine,
 /// a saturated pool). Runs are on the grid `first + k * period`.
@@ -124,7 +127,7 @@ pub(crate) enum Work {
     Once {
         f: OnceFn,
         label: Labels,
-        /// The closure has nothing to drop (zero-size, no drop glue): see `PLAIN` in `word.rs`.
+        /// The closure has nothing to drop (zero-size, no drop glue): see `PLAIN` in `slots/word.rs`.
         plain: bool,
     },
     Every(Box<Repeat>),

@@ -75,7 +75,7 @@ impl Panics {
     /// Counts and reports a panic caught elsewhere (an executor that panicked on submit).
     pub(crate) fn report(&self, message: String) {
         self.count.fetch_add(1, Relaxed);
-        crate::trace::panicked(&message);
+        crate::service::trace::panicked(&message);
         if let Some(hook) = &self.hook {
             let _ = catch(|| hook(&message));
         }

@@ -1,5 +1,5 @@
 //! Jobs on their way to a run and jobs running: the backlog that `max_pending` bounds and
-//! `wait_idle` waits out (a count that travels with each job, [`Queued`]), and the runs that
+//! `wait_idle` waits out (a count that travels with each job, [`InFlight`]), and the runs that
 //! `shutdown` and a cancel of a running periodic task wait for ([`Running`], [`active`]).
 
 use std::sync::Arc;
@@ -7,10 +7,10 @@ use std::time::Instant;
 
 use tickwheel_executor::Executor;
 
-use crate::core::Core;
 use crate::loom::atomic::{AtomicU64, Ordering::*, fence};
 use crate::loom::{Condvar, Mutex};
-use crate::route::Pool;
+use crate::service::core::Core;
+use crate::service::route::Pool;
 use crate::shard::Fire;
 
 /// Jobs that have claimed a task and not finished: `shutdown` waits for them. And jobs handed to
@@ -28,12 +28,12 @@ pub(crate) struct Running {
 
 /// A job on its way through the executor, and the tasks it still counts for in the backlog (see
 /// [`Running::wait_idle`]).
-pub(crate) struct Queued(Arc<Core>, u64);
+pub(crate) struct InFlight(Arc<Core>, u64);
 
-impl Queued {
+impl InFlight {
     pub(crate) fn new(core: &Arc<Core>, tasks: u64) -> Self {
         core.running.queued.fetch_add(tasks, SeqCst);
-        Queued(core.clone(), tasks)
+        InFlight(core.clone(), tasks)
     }
 
     pub(crate) fn core(&self) -> &Arc<Core> {
@@ -43,18 +43,18 @@ impl Queued {
     /// One of a chunk's tasks' share of the count, for the job the chunk's job hands that task
     /// on with: the count moves from one job to the other without being given back and taken
     /// again, so the task counts exactly once all along (and the shared counter is not touched).
-    pub(crate) fn split_one(&mut self) -> Queued {
+    pub(crate) fn split_one(&mut self) -> InFlight {
         debug_assert!(self.1 > 0, "a chunk hands on no more tasks than it counts");
         self.1 = self.1.saturating_sub(1);
-        Queued(self.0.clone(), 1)
+        InFlight(self.0.clone(), 1)
     }
 
     /// Hands the job of `fire` (counted by this) to `executor` (which is `pool`), for `core`
     /// (this job's timer).
     pub(crate) fn send(self, core: &Core, fire: Fire, executor: &Arc<dyn Executor>, pool: Pool) {
-        let _span = crate::trace::handoff(fire.shard, fire.slot, pool);
+        let _span = crate::service::trace::handoff(fire.shard, fire.slot, pool);
         self.submit(core, executor, move |queued| {
-            crate::job::run(queued.core(), fire, pool)
+            crate::service::job::run(queued.core(), fire, pool)
         });
     }
 
@@ -65,16 +65,17 @@ impl Queued {
         mut self,
         core: &Core,
         executor: &Arc<dyn Executor>,
-        job: impl FnOnce(&mut Queued) + Send + 'static,
+        job: impl FnOnce(&mut InFlight) + Send + 'static,
     ) {
-        let sent = crate::panic::catch(|| executor.execute(Box::new(move || job(&mut self))));
+        let sent =
+            crate::service::panic::catch(|| executor.execute(Box::new(move || job(&mut self))));
         if let Err(message) = sent {
             core.panics.report(message);
         }
     }
 }
 
-impl Drop for Queued {
+impl Drop for InFlight {
     fn drop(&mut self) {
         if self.1 == 0 {
             return; // a chunk whose tasks all went on with their share

@@ -16,10 +16,10 @@ const FIRST: usize = 4;
 /// Chunks: `FIRST * (2^CHUNKS - 1)` elements in all, beyond `u32::MAX`.
 const CHUNKS: usize = 27 + (64 / FIRST).trailing_zeros() as usize;
 
-/// The largest index a [`Chunked`] can hold.
+/// The largest index a [`AppendOnly`] can hold.
 pub(crate) const MAX_INDEX: usize = FIRST * ((1 << CHUNKS) - 1) - 1;
 
-pub(crate) struct Chunked<T> {
+pub(crate) struct AppendOnly<T> {
     /// Chunk 0, allocated with the array.
     first: Box<[T]>,
     /// Chunks 1.. (index 0 unused).
@@ -34,9 +34,9 @@ fn locate(i: usize) -> (usize, usize) {
     (chunk, i - FIRST * ((1 << chunk) - 1))
 }
 
-impl<T: Default> Chunked<T> {
+impl<T: Default> AppendOnly<T> {
     pub(crate) fn new() -> Self {
-        Chunked {
+        AppendOnly {
             first: (0..FIRST).map(|_| T::default()).collect(),
             chunks: std::array::from_fn(|_| OnceLock::new()),
         }
@@ -106,7 +106,7 @@ mod tests {
 
     #[test]
     fn elements_stay_put_while_the_array_grows() {
-        let a: Chunked<std::sync::atomic::AtomicUsize> = Chunked::new();
+        let a: AppendOnly<std::sync::atomic::AtomicUsize> = AppendOnly::new();
         assert!(
             a.get(5).is_some(),
             "the first chunk is there from the start"

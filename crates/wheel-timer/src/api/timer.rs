@@ -8,17 +8,17 @@ use std::time::{Duration, Instant};
 
 use tickwheel_reaper::Due;
 
-use crate::builder::TimerBuilder;
-use crate::context::WeakTimer;
-use crate::core::Core;
-use crate::error::{AddError, BuildError};
-use crate::future::{Interval, Sleep, Timeout};
-use crate::handle::TimerHandle;
+use crate::api::builder::TimerBuilder;
+use crate::api::error::{AddError, BuildError};
+use crate::api::future::{Interval, Sleep, Timeout};
+use crate::api::handle::TimerHandle;
+use crate::api::stats::{RunTimes, Stats};
+use crate::api::task::Task;
+use crate::api::task::context::WeakTimer;
 use crate::loom::atomic::Ordering::Relaxed;
+use crate::service::core::Core;
+use crate::service::shutdown::{ShutdownOptions, ShutdownReport};
 use crate::shard::Fire;
-use crate::shutdown::{ShutdownOptions, ShutdownReport};
-use crate::stats::{RunTimes, Stats};
-use crate::task::Task;
 
 /// A timer service on hierarchical timing wheels.
 ///
@@ -99,7 +99,7 @@ impl Timer {
     /// ```
     #[inline]
     pub fn add_or_submit(&self, task: Task) -> Result<TimerHandle, AddError> {
-        crate::add::add(&self.core, task)
+        crate::service::add::add(&self.core, task)
     }
 
     /// A reference to this timer that does not keep it alive (for tasks that add tasks: see
@@ -324,7 +324,7 @@ impl Timer {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn wait_idle(&self) {
-        if crate::running::active::inside_a_task() {
+        if crate::service::running::active::inside_a_task() {
             return; // it could wait for itself, or for a task waiting for it
         }
         let core = &self.core;

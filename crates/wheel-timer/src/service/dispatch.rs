@@ -24,9 +24,9 @@ use std::sync::Arc;
 use tickwheel_executor::Executor;
 use tickwheel_reaper::Due;
 
-use crate::core::Core;
-use crate::registry;
-use crate::route::Pool;
+use crate::service::core::Core;
+use crate::service::registry;
+use crate::service::route::Pool;
 use crate::shard::{Fire, WAKE_HERE};
 
 /// Tasks handed to one executor in one job, at most; and the most a round sends one by one.
@@ -51,7 +51,7 @@ impl Core {
             let fire = due.item;
             if fire.route == WAKE_HERE {
                 self.flush(&mut chunk);
-                crate::job::run(self, fire, Pool::Main);
+                crate::service::job::run(self, fire, Pool::Main);
                 continue;
             }
             let (executor, pool) =
@@ -89,7 +89,7 @@ impl Core {
             // The tasks' jobs will most likely run on this thread, which has not seen their
             // slots: fetch them while it hands the jobs on.
             for fire in &fires {
-                crate::prefetch::line(registry::shard(fire.shard).slots.get(fire.slot));
+                crate::slots::prefetch::line(registry::shard(fire.shard).slots.get(fire.slot));
             }
             for fire in fires {
                 queued.split_one().send(queued.core(), fire, &to, pool);

@@ -28,12 +28,12 @@ use std::sync::{Arc, OnceLock};
 
 use tickwheel_executor::{Executor, RayonExecutor};
 
-use crate::chunked::Chunked;
-use crate::class::{Class, Isolation, IsolationNs};
+use crate::service::class::{Class, Isolation, IsolationNs};
+use crate::slots::append_only::AppendOnly;
 // Plain `std`/`parking_lot` even under loom: routing is not part of any task's fate (a stale read
 // only sends a job to another pool, where it finds its task or nothing), and modelling these
 // accesses would multiply every model's interleavings for nothing.
-use crate::stats::Histogram;
+use crate::api::stats::Histogram;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 
@@ -104,7 +104,7 @@ pub(crate) enum Pool {
 /// A timer's routes, its slow pool, and the run-time statistics per pool.
 pub(crate) struct Routes {
     pub(crate) isolation: Option<IsolationNs>,
-    table: Chunked<OnceLock<Route>>,
+    table: AppendOnly<OnceLock<Route>>,
     index: Mutex<HashMap<RouteKey, u32>>,
     len: AtomicU32,
     slow: OnceLock<Option<Arc<dyn Executor>>>,
@@ -129,7 +129,7 @@ impl Routes {
         };
         let routes = Routes {
             isolation: isolation.map(IsolationNs::from),
-            table: Chunked::new(),
+            table: AppendOnly::new(),
             index: Mutex::new(HashMap::new()),
             len: AtomicU32::new(1),
             slow: OnceLock::new(),

@@ -14,8 +14,8 @@
 mod imp {
     use std::sync::{Arc, Mutex, OnceLock};
 
-    use crate::chunked::Chunked;
     use crate::shard::Shard;
+    use crate::slots::append_only::AppendOnly;
 
     /// A shard as a lookup returns it: shards are never freed.
     #[derive(Clone, Copy)]
@@ -35,7 +35,7 @@ mod imp {
 
     struct Registry {
         /// Shards beyond the first `FIRST` (index `id - FIRST`).
-        more: Chunked<OnceLock<Arc<Shard>>>,
+        more: AppendOnly<OnceLock<Arc<Shard>>>,
         /// Shards made so far; ids below it are valid.
         len: Mutex<u32>,
         /// Shards of timers that are gone, waiting for a new timer.
@@ -46,7 +46,7 @@ mod imp {
 
     fn registry() -> &'static Registry {
         REGISTRY.get_or_init(|| Registry {
-            more: Chunked::new(),
+            more: AppendOnly::new(),
             len: Mutex::new(0),
             spare: Mutex::new(Vec::new()),
         })

@@ -5,12 +5,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::core::Core;
-use crate::job::next_run;
+use crate::api::task::{Cadence, MisfirePolicy, Repeat, Task, When, Work};
 use crate::loom::atomic::Ordering::*;
-use crate::running::active;
+use crate::service::core::Core;
+use crate::service::job::next_run;
+use crate::service::running::active;
 use crate::shard::Returned;
-use crate::task::{Cadence, MisfirePolicy, Repeat, Task, When, Work};
 
 /// How [`Timer::shutdown_with`](crate::Timer::shutdown_with) stops the timer. The default is
 /// what [`Timer::shutdown`](crate::Timer::shutdown) does: wait for running tasks without a

@@ -2,7 +2,7 @@
 //! lock-free on both sides, and nothing is written into a slot to list it, so a slot can be
 //! handed out only after its listing is complete.
 //!
-//! Three levels, as in the owner's own set (`free.rs`) but atomic: a bit per slot, a bit per
+//! Three levels, as in the owner's own set (`free_list.rs`) but atomic: a bit per slot, a bit per
 //! word of the level below that may be non-zero. A thread listing a slot sets its bit and goes
 //! up only while it turned a word from zero to non-zero, so most listings are one
 //! read-modify-write. The owner takes the lowest group of listed slots at a time, swapping words
@@ -15,22 +15,22 @@
 //! slots listed meanwhile in its group, at most 4,096, until it runs again: the owner makes new
 //! slots instead of waiting (memory, bounded per paused thread, not a wait).
 
-use crate::chunked::Chunked;
 use crate::loom::atomic::{AtomicU64, Ordering::*};
+use crate::slots::append_only::AppendOnly;
 
 /// Bits per word at each level.
 const BITS: usize = 64;
 
 /// See the module docs.
-pub(crate) struct Vacated {
+pub(crate) struct RemoteFree {
     /// `levels[0]`: a bit per slot; `levels[1]`, `levels[2]`: a bit per word of the level below.
-    levels: [Chunked<AtomicU64>; 3],
+    levels: [AppendOnly<AtomicU64>; 3],
 }
 
-impl Vacated {
+impl RemoteFree {
     pub(crate) fn new() -> Self {
-        Vacated {
-            levels: std::array::from_fn(|_| Chunked::new()),
+        RemoteFree {
+            levels: std::array::from_fn(|_| AppendOnly::new()),
         }
     }
 
@@ -112,7 +112,7 @@ impl Vacated {
 
     /// Bytes of the bit levels.
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.levels.iter().map(Chunked::heap_bytes).sum()
+        self.levels.iter().map(AppendOnly::heap_bytes).sum()
     }
 }
 
@@ -121,7 +121,7 @@ mod tests {
     use super::*;
 
     /// Everything listed, lowest group first.
-    fn taken(v: &Vacated, len: u32) -> Vec<u32> {
+    fn taken(v: &RemoteFree, len: u32) -> Vec<u32> {
         let mut out = Vec::new();
         while v.take_lowest(len, |i| out.push(i)) {}
         out
@@ -129,7 +129,7 @@ mod tests {
 
     #[test]
     fn listed_slots_are_taken_once_lowest_first_across_levels() {
-        let v = Vacated::new();
+        let v = RemoteFree::new();
         let slots = [0u32, 1, 63, 64, 4095, 4096, 262_143, 262_144, 300_000];
         (0..=300_000).for_each(|i| v.grow(i).unwrap()); // as the slots are made, in order
         for &i in slots.iter().rev() {
@@ -143,7 +143,7 @@ mod tests {
 
     #[test]
     fn a_lister_paused_between_levels_hides_its_group_until_it_runs_again_and_loses_nothing() {
-        let v = Vacated::new();
+        let v = RemoteFree::new();
         (0..8192).for_each(|i| v.grow(i).unwrap());
         // A push of slot 0 that set its bits in levels 0 and 1, then was descheduled.
         v.levels[0].get(0).unwrap().fetch_or(1, AcqRel);
@@ -157,7 +157,7 @@ mod tests {
 
     #[test]
     fn a_take_is_one_group_of_4096_the_lowest_listed() {
-        let v = Vacated::new();
+        let v = RemoteFree::new();
         (0..300_000).for_each(|i| v.grow(i).unwrap());
         for i in [299_999, 270_000, 4096 + 5, 4096 + 4095, 8192] {
             v.push(i);
@@ -178,7 +178,7 @@ mod tests {
 
     #[test]
     fn listings_on_many_threads_racing_takes_lose_nothing() {
-        let v = Vacated::new();
+        let v = RemoteFree::new();
         const N: u32 = 1 << 16;
         (0..4 * N).for_each(|i| v.grow(i).unwrap());
         let mut got = Vec::new();

@@ -157,7 +157,7 @@ impl Class {
             && !self.isolated.swap(true, Relaxed)
         {
             isolations.fetch_add(1, Relaxed);
-            crate::trace::isolation(name, true);
+            crate::service::trace::isolation(name, true);
         }
         self.isolated.load(Relaxed)
     }
@@ -224,7 +224,7 @@ impl Class {
         }
         self.slow.lock().clear();
         if self.isolated.swap(false, Relaxed) {
-            crate::trace::isolation(name, false);
+            crate::service::trace::isolation(name, false);
         }
         false
     }

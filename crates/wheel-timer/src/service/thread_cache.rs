@@ -8,10 +8,10 @@
 use std::cell::{Cell, RefCell};
 use std::sync::{Arc, Weak};
 
-use crate::core::Core;
-use crate::mine::OwnerToken;
-use crate::registry::{self, ShardRef};
+use crate::service::core::Core;
+use crate::service::registry::{self, ShardRef};
 use crate::shard::Shard;
+use crate::slots::owner::OwnerToken;
 
 /// Thread keys are never reused: a shard's owner key can be compared without a race against a
 /// later thread that happens to reuse some address.
@@ -19,9 +19,9 @@ static NEXT_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::ne
 
 crate::loom::thread_local! {
     /// The entry this thread used last (the fast path: a shared borrow and a comparison).
-    static CURRENT: RefCell<Option<Owner>> = RefCell::new(None);
+    static CURRENT: RefCell<Option<Attachment>> = RefCell::new(None);
     /// This thread's other entries, one per other timer it added to.
-    static OTHERS: RefCell<Vec<Owner>> = RefCell::new(Vec::new());
+    static OTHERS: RefCell<Vec<Attachment>> = RefCell::new(Vec::new());
 }
 
 #[cfg(not(loom))]
@@ -60,17 +60,17 @@ fn new_key(k: &Cell<u64>) -> u64 {
 
 /// What one thread keeps for one timer: its shard, and its ownership of it. Dropping it (the
 /// thread exits, or the timer is gone) gives the shard back; its tasks stay where they are.
-pub(crate) struct Owner {
+pub(crate) struct Attachment {
     core_id: u64,
     core: Weak<Core>,
     pub(crate) shard: ShardRef,
     token: Option<OwnerToken>,
 }
 
-impl Owner {
-    fn attach(core: &Arc<Core>) -> Owner {
+impl Attachment {
+    fn attach(core: &Arc<Core>) -> Attachment {
         let (shard, token) = core.attach_shard();
-        Owner {
+        Attachment {
             core_id: core.id,
             core: Arc::downgrade(core),
             shard,
@@ -79,7 +79,7 @@ impl Owner {
     }
 }
 
-impl Drop for Owner {
+impl Drop for Attachment {
     fn drop(&mut self) {
         forget_fast(self);
         if let Some(token) = self.token.take() {
@@ -98,7 +98,7 @@ impl Drop for Owner {
 /// is dropped.
 pub(crate) enum Lease {
     Cached(ShardRef),
-    Temporary(Owner),
+    Temporary(Attachment),
 }
 
 impl Lease {
@@ -124,7 +124,7 @@ fn set_fast(core_id: u64, shard: &ShardRef) {
 /// `owner` is no longer the current entry (it moves aside, or is dropped): the fast path must
 /// not answer with its shard. (A temporary entry's drop finds another shard there, or none.)
 #[inline]
-fn forget_fast(owner: &Owner) {
+fn forget_fast(owner: &Attachment) {
     #[cfg(not(loom))]
     if let (id, Some(shard)) = FAST.get()
         && id == owner.core_id
@@ -192,7 +192,7 @@ fn lease_slow(core: &Arc<Core>) -> Lease {
     });
     match switched {
         Ok(Some(shard)) => Lease::Cached(shard),
-        _ => Lease::Temporary(Owner::attach(core)),
+        _ => Lease::Temporary(Attachment::attach(core)),
     }
 }
 
@@ -203,7 +203,7 @@ fn lease_slow(core: &Arc<Core>) -> Lease {
 /// and an add to its timer may be in progress further up this thread's stack, for this lookup
 /// can run inside one (a clock and an allocator are foreign code, and may add to another
 /// timer): that add would go on in a shard it no longer owns, which another thread may attach.
-fn switch(core: &Arc<Core>, other: Option<Owner>) -> Result<Owner, Option<Owner>> {
+fn switch(core: &Arc<Core>, other: Option<Attachment>) -> Result<Attachment, Option<Attachment>> {
     let mut other = other;
     let found = OTHERS.try_with(|others| {
         let mut others = others.try_borrow_mut().ok()?;
@@ -219,7 +219,7 @@ fn switch(core: &Arc<Core>, other: Option<Owner>) -> Result<Owner, Option<Owner>
         Some(found)
     });
     match found {
-        Ok(Some(found)) => Ok(found.unwrap_or_else(|| Owner::attach(core))),
+        Ok(Some(found)) => Ok(found.unwrap_or_else(|| Attachment::attach(core))),
         _ => Err(other),
     }
 }

@@ -1,6 +1,6 @@
 //! Task slots: one cache line per task in a shard's never-moving array, and the crate's main
 //! `unsafe`: the cell a slot keeps its task's closure in, owned by the slot word's protocol
-//! instead of a lock. (Which thread may allocate slots at all is `mine.rs`.)
+//! instead of a lock. (Which thread may allocate slots at all is `owner.rs`.)
 //!
 //! A mutex per slot would cost two more atomic operations on every add and two on every cancel,
 //! on the path users call millions of times a second; the word already decides who owns the
@@ -25,11 +25,11 @@
 
 #![allow(unsafe_code)]
 
+use crate::api::task::Work;
 use crate::loom::UnsafeCell;
 use crate::loom::atomic::{AtomicU64, Ordering::*};
-use crate::mine::OwnedFree;
-use crate::task::Work;
-use crate::word::{BUSY, DUE, PLAIN, QUEUED, RUNNING, STOP, State, VACANT, WAITING, Word};
+use crate::slots::owner::OwnedFree;
+use crate::slots::word::{BUSY, DUE, PLAIN, QUEUED, RUNNING, STOP, State, VACANT, WAITING, Word};
 
 /// True for the states in which the cell holds the task.
 fn holds(state: State) -> bool {
@@ -44,7 +44,7 @@ fn holds(state: State) -> bool {
 /// | `task`     | the cell's owner (see the module docs) | the closure and how it repeats |
 /// | `deadline` | the adder before publishing; then under the shard lock, or the job holding `RUNNING` | `QUEUED` unstamped: the delay; otherwise the deadline, clock ns |
 /// | `meant`    | as `deadline` | `QUEUED` unstamped: a clock reading no later than the add; otherwise the instant the user meant (lateness is measured from it) |
-/// | `link`     | under the shard lock, while `WAITING` | the task's wheel id (nothing else: a free slot is listed without writing into it, see `slots.rs`) |
+/// | `link`     | under the shard lock, while `WAITING` | the task's wheel id (nothing else: a free slot is listed without writing into it, see `table.rs`) |
 #[repr(align(64))]
 pub(crate) struct Slot {
     pub(crate) word: AtomicU64,
@@ -318,7 +318,7 @@ impl<'a> Vacant<'a> {
     }
 
     /// Puts `work` in the cell and publishes the occupied word of this slot's generation in
-    /// `state` (a holding one) with `flags`, with a release store; returns the word. `add.rs`
+    /// `state` (a holding one) with `flags`, with a release store; returns the word. `service/add.rs`
     /// fences after it. (Built here, the word has the slot's generation by construction: the
     /// check a word passed in needed was 5 of the add's instructions.)
     #[inline]
@@ -337,7 +337,7 @@ impl<'a> Vacant<'a> {
 }
 
 impl OwnedFree<'_> {
-    /// Reserves `slot` (number `index`, of the shard whose [`Mine`] lent this) for a task, if it
+    /// Reserves `slot` (number `index`, of the shard whose [`Ownership`] lent this) for a task, if it
     /// is vacant: the one way to get a [`Vacant`], on the owner thread only (this is the proof).
     /// Sound as long as the thread still owns the shard: nothing between `with_free`'s check
     /// and here may run foreign code that makes it give the shard up, or must check again (the
@@ -355,9 +355,9 @@ impl OwnedFree<'_> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::mine::Mine;
+    use crate::slots::owner::Ownership;
 
-    fn claim<'a>(mine: &Mine, slot: &'a Slot, index: u32) -> Option<Vacant<'a>> {
+    fn claim<'a>(mine: &Ownership, slot: &'a Slot, index: u32) -> Option<Vacant<'a>> {
         mine.with_free(|owned| owned.claim(slot, index)).flatten()
     }
 
@@ -369,7 +369,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "changes the cell's owner")]
     fn a_transition_that_would_take_the_task_is_refused() {
-        let mine = Mine::new();
+        let mine = Ownership::new();
         let _me = mine.attach().unwrap();
         let slot = Slot::default();
         let v = claim(&mine, &slot, 0).unwrap();
@@ -379,7 +379,7 @@ mod tests {
 
     #[test]
     fn only_the_owner_claims_and_only_vacant_slots() {
-        let mine = Mine::new();
+        let mine = Ownership::new();
         let slot = Slot::default();
         assert!(claim(&mine, &slot, 0).is_none(), "no owner yet");
         let me = mine.attach().unwrap();

@@ -8,19 +8,19 @@ use crossbeam_utils::CachePadded;
 use tickwheel_executor::Executor;
 use tickwheel_reaper::{Clock, Due, Reaper, duration_to_ns};
 
-use crate::class::Isolation;
-use crate::context::TaskContext;
-use crate::lifecycle::Lifecycle;
+use crate::api::stats::Histogram;
+use crate::api::task::context::TaskContext;
+use crate::api::task::{Labels, key_of};
 use crate::loom::Mutex;
 use crate::loom::atomic::{AtomicU64, Ordering::*};
-use crate::mine::OwnerToken;
-use crate::panic::Panics;
-use crate::registry::{self, ShardRef};
-use crate::route::{Pool, Routes};
-use crate::running::{Queued, Running};
+use crate::service::class::Isolation;
+use crate::service::lifecycle::Lifecycle;
+use crate::service::panic::Panics;
+use crate::service::registry::{self, ShardRef};
+use crate::service::route::{Pool, Routes};
+use crate::service::running::{InFlight, Running};
 use crate::shard::{Fire, Returned, Shard, WAKE_HERE};
-use crate::stats::Histogram;
-use crate::task::{Labels, key_of};
+use crate::slots::owner::OwnerToken;
 
 /// Ids of timers, so a thread's cache can tell them apart (a plain `std` atomic: ids are not part
 /// of any modelled protocol).
@@ -188,7 +188,7 @@ impl Core {
         if fire.route == WAKE_HERE {
             // Waking a future is a few atomic operations: done here, without a hop through the
             // pool.
-            return crate::job::run(self, fire, Pool::Main);
+            return crate::service::job::run(self, fire, Pool::Main);
         }
         // The task's class and executor (see `route.rs`), as read when it was found due.
         let (executor, pool) = self
@@ -199,21 +199,21 @@ impl Core {
 
     /// Hands the job of `fire` to `executor` (which is `pool`).
     pub(crate) fn send(self: &Arc<Self>, fire: Fire, executor: &Arc<dyn Executor>, pool: Pool) {
-        Queued::new(self, 1).send(self, fire, executor, pool);
+        InFlight::new(self, 1).send(self, fire, executor, pool);
     }
 
     /// Hands `job`, which runs or hands on `tasks` tasks, to `executor`. They count in the
     /// backlog (`max_pending`, `wait_idle`) until the job is dropped, whether it ran or the
     /// executor discarded it, or until the job passes them on one by one with their tasks
-    /// ([`Queued::split_one`]). An executor that panics loses nothing: the tasks the job would
+    /// ([`InFlight::split_one`]). An executor that panics loses nothing: the tasks the job would
     /// have run stay due, and `shutdown` hands them back.
     pub(crate) fn send_job(
         self: &Arc<Self>,
         executor: &Arc<dyn Executor>,
         tasks: u64,
-        job: impl FnOnce(&mut Queued) + Send + 'static,
+        job: impl FnOnce(&mut InFlight) + Send + 'static,
     ) {
-        Queued::new(self, tasks).submit(self, executor, job);
+        InFlight::new(self, tasks).submit(self, executor, job);
     }
 
     /// Starts a run meant for clock time `meant`, or, if `label` holds a stale instant (one

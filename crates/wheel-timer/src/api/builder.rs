@@ -12,11 +12,11 @@ use tickwheel_reaper::{Clock, RealClock, duration_to_ns};
 use tickwheel_reaper::ManualClock;
 use tickwheel_wheel::TimingWheel;
 
-use crate::class::Isolation;
-use crate::core::{Config, Core, DropHook};
-use crate::error::BuildError;
-use crate::panic::{Hook, Panics};
-use crate::timer::Timer;
+use crate::api::error::BuildError;
+use crate::api::timer::Timer;
+use crate::service::class::Isolation;
+use crate::service::core::{Config, Core, DropHook};
+use crate::service::panic::{Hook, Panics};
 
 /// Configures a [`Timer`]. Every value is validated by [`build`](Self::build).
 ///

@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use tickwheel_reaper::duration_to_ns;
 
-use crate::future::Outcome;
+use crate::api::future::Outcome;
 use crate::loom::atomic::Ordering::*;
-use crate::registry::{self, ShardRef};
-use crate::word::{CANCELLED, DUE, QUEUED, RETURNED, RUNNING, STOP, WAITING, Word};
+use crate::service::registry::{self, ShardRef};
+use crate::slots::word::{CANCELLED, DUE, QUEUED, RETURNED, RUNNING, STOP, WAITING, Word};
 
 /// Where a task is, from [`TimerHandle::state`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -79,13 +79,13 @@ impl TimerHandle {
     }
 
     /// Starts bringing the task's slot, and its waker cell if it has one, into the cache (see
-    /// `prefetch.rs`).
+    /// `slots/prefetch.rs`).
     #[inline]
     pub(crate) fn prefetch(&self) {
         let slots = &self.shard().slots;
-        crate::prefetch::line(slots.get(self.slot()));
+        crate::slots::prefetch::line(slots.get(self.slot()));
         if let Some(cell) = slots.waker_cell(self.slot()) {
-            crate::prefetch::line(cell);
+            crate::slots::prefetch::line(cell);
         }
     }
 

@@ -1,46 +1,46 @@
 //! A shard's slots: a never-moving array, the owner's free slots (handed out lowest first, see
-//! `free.rs`), and the slots vacated on other threads, listed for the owner (`vacated.rs`).
+//! `free_list.rs`), and the slots vacated on other threads, listed for the owner (`remote_free.rs`).
 
 use crossbeam_utils::CachePadded;
 
-use crate::chunked::{Chunked, MAX_INDEX};
-use crate::free::FreeSet;
-use crate::future::WakerCell;
+use crate::api::future::WakerCell;
 use crate::loom::atomic::{AtomicU32, Ordering::*};
-use crate::mine::{Mine, OwnedFree, OwnerToken};
-use crate::slot::{Slot, Vacant};
-use crate::vacated::Vacated;
+use crate::slots::append_only::{AppendOnly, MAX_INDEX};
+use crate::slots::free_list::FreeList;
+use crate::slots::owner::{OwnedFree, OwnerToken, Ownership};
+use crate::slots::remote_free::RemoteFree;
+use crate::slots::slot::{Slot, Vacant};
 
 /// A shard's slots. The owner thread allocates; any thread may vacate.
 pub(crate) struct Slots {
-    all: Chunked<Slot>,
-    /// Each slot's route word (see `route.rs`), beside the slot's cache line: written by the
+    all: AppendOnly<Slot>,
+    /// Each slot's route word (see `service/route.rs`), beside the slot's cache line: written by the
     /// adder before it publishes the slot (and by a repeating task's job while it runs), read by
     /// the tick thread and the job.
-    routes: Chunked<std::sync::atomic::AtomicU32>,
+    routes: AppendOnly<std::sync::atomic::AtomicU32>,
     /// Each slot's waker cell, for a future's task (see `future/mod.rs`): a chunk is allocated
     /// by the first future polled in it, so a shard that only runs closures has the first only.
-    wakers: Chunked<WakerCell>,
+    wakers: AppendOnly<WakerCell>,
     /// Slots created so far; written by the owner (sequentially consistent, after the slot
     /// exists), read by scans (shutdown).
     len: CachePadded<AtomicU32>,
     /// Slots vacated on other threads, each listed once by the thread that vacated it, after the
     /// word says `VACANT`, without writing into the slot. Lock-free on both sides; the owner
     /// takes them all when its own set is empty.
-    vacated: Vacated,
+    vacated: RemoteFree,
     /// The owner's side: touched only by the thread whose key is in `owner`.
-    mine: CachePadded<Mine>,
+    mine: CachePadded<Ownership>,
 }
 
 impl Slots {
     pub(crate) fn new() -> Self {
         Slots {
-            all: Chunked::new(),
-            routes: Chunked::new(),
-            wakers: Chunked::new(),
+            all: AppendOnly::new(),
+            routes: AppendOnly::new(),
+            wakers: AppendOnly::new(),
             len: CachePadded::new(AtomicU32::new(0)),
-            vacated: Vacated::new(),
-            mine: CachePadded::new(Mine::new()),
+            vacated: RemoteFree::new(),
+            mine: CachePadded::new(Ownership::new()),
         }
     }
 
@@ -68,7 +68,7 @@ impl Slots {
             .expect("slot indexes come from this shard")
     }
 
-    /// The route word of slot `i` (see `route.rs`).
+    /// The route word of slot `i` (see `service/route.rs`).
     #[inline(always)]
     pub(crate) fn route(&self, i: u32) -> &std::sync::atomic::AtomicU32 {
         self.routes
@@ -124,7 +124,7 @@ impl Slots {
             // The next add likely takes the next lowest: a slot vacated long ago is cold by now,
             // and the time until that add hides its fetch.
             if let Some(next) = free.peek() {
-                crate::prefetch::line(self.get(next));
+                crate::slots::prefetch::line(self.get(next));
             }
             // Only vacant slots are ever listed; `claim` checks anyway (that is what keeps
             // `publish` sound), so a slot listed by mistake is skipped.
@@ -136,11 +136,11 @@ impl Slots {
 
     /// The owner's free set is empty: take the lowest group of slots vacated elsewhere, or make
     /// a new one. `None` as well if this thread no longer owns the shard when done: this may
-    /// allocate, and an allocator is foreign code (`local.rs` keeps such code from making the
+    /// allocate, and an allocator is foreign code (`service/thread_cache.rs` keeps such code from making the
     /// thread give the shard up meanwhile; this checks that it did not, since `claim` relies on
     /// it).
     #[cold]
-    fn refill(&self, free: &mut FreeSet) -> Option<u32> {
+    fn refill(&self, free: &mut FreeList) -> Option<u32> {
         self.vacated
             .take_lowest(self.len.load(Relaxed), |i| free.insert_ordered(i));
         let i = free.pop().or_else(|| self.grow());
@@ -186,8 +186,8 @@ impl Slots {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::task::Work;
-    use crate::word::{QUEUED, Word};
+    use crate::api::task::Work;
+    use crate::slots::word::{QUEUED, Word};
 
     fn publish(v: Vacant<'_>) -> u32 {
         let i = v.index();

@@ -8,10 +8,10 @@ use std::task::{Context, Poll, Waker, ready};
 use std::time::Instant;
 
 use super::Outcome;
-use crate::core::{Core, instant_at, ns_since};
-use crate::handle::TimerHandle;
-use crate::registry;
-use crate::task::{Task, When, Work};
+use crate::api::handle::TimerHandle;
+use crate::api::task::{Task, When, Work};
+use crate::service::core::{Core, instant_at, ns_since};
+use crate::service::registry;
 
 /// A future that completes once the timer's clock reaches its deadline: never early, on the real
 /// clock or a [`ManualClock`](crate::ManualClock). Made by [`Timer::sleep`](crate::Timer::sleep)
@@ -213,7 +213,7 @@ impl Sleep {
                 Some(core) => {
                     core.panics.run(|| w.wake());
                 }
-                None => drop(crate::panic::catch(|| w.wake())),
+                None => drop(crate::service::panic::catch(|| w.wake())),
             }
         }
         if let Some(h) = &self.handle {
@@ -305,7 +305,7 @@ fn arm(core: &Arc<Core>, when: When) -> Option<TimerHandle> {
         work: Work::Wake(None),
         route: None,
     };
-    crate::add::add(core, task).ok()
+    crate::service::add::add(core, task).ok()
 }
 
 /// How an arming that got `handle` ended already: shut down if it was refused.

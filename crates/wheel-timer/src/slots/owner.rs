@@ -2,7 +2,7 @@
 //!
 //! Only the owner thread allocates slots, and that is what lets an add fill a slot's cell without
 //! a compare-and-swap (`Vacant::publish` in `slot.rs`). The proof of ownership is an
-//! [`OwnedFree`], which only [`Mine::with_free`] lends, after checking the owner; its `claim`,
+//! [`OwnedFree`], which only [`Ownership::with_free`] lends, after checking the owner; its `claim`,
 //! which turns a vacant slot into a `Vacant`, lives in `slot.rs`, next to the cell it gives
 //! access to.
 
@@ -10,18 +10,18 @@
 
 use std::marker::PhantomData;
 
-use crate::free::FreeSet;
-use crate::local::thread_key;
 use crate::loom::UnsafeCell;
 use crate::loom::atomic::{AtomicBool, AtomicU64, Ordering::*};
+use crate::service::thread_cache::thread_key;
+use crate::slots::free_list::FreeList;
 
-/// Proof that this thread owns a shard's slots (from [`Mine::attach`]). Not `Send`: only the
+/// Proof that this thread owns a shard's slots (from [`Ownership::attach`]). Not `Send`: only the
 /// thread that attached can give the shard up.
 pub(crate) struct OwnerToken {
     _not_send: PhantomData<*const ()>,
 }
 
-/// Clears `Mine::busy` when dropped.
+/// Clears `Ownership::busy` when dropped.
 struct Busy<'a>(&'a AtomicBool);
 
 impl Drop for Busy<'_> {
@@ -33,25 +33,25 @@ impl Drop for Busy<'_> {
 
 /// A shard's owner side of its slots: which thread owns the shard, and that thread's free list.
 /// Only the owner allocates, which is what makes [`Vacant::publish`] sound.
-pub(crate) struct Mine {
+pub(crate) struct Ownership {
     /// `thread_key()` of the thread that owns the shard; 0 while it has none.
     owner: AtomicU64,
     /// The owner is inside `with_free` (a guard against re-entry on its own thread).
     busy: AtomicBool,
     /// Vacant slots only the owner hands out.
-    free: UnsafeCell<FreeSet>,
+    free: UnsafeCell<FreeList>,
 }
 
 // SAFETY: `free` is the only field that is not `Sync`; it is touched only inside `with_free`, on
 // the one thread whose key is in `owner` (see the SAFETY comment there).
-unsafe impl Sync for Mine {}
+unsafe impl Sync for Ownership {}
 
-impl Mine {
+impl Ownership {
     pub(crate) fn new() -> Self {
-        Mine {
+        Ownership {
             owner: AtomicU64::new(0),
             busy: AtomicBool::new(false),
-            free: UnsafeCell::new(FreeSet::default()),
+            free: UnsafeCell::new(FreeList::default()),
         }
     }
 
@@ -99,25 +99,25 @@ impl Mine {
     }
 }
 
-/// The owner's free list as [`Mine::with_free`] lends it, and the proof that the caller is the
+/// The owner's free list as [`Ownership::with_free`] lends it, and the proof that the caller is the
 /// shard's owner thread (only `with_free` makes one, after checking): what [`claim`](Self::claim)
 /// needs. One check of the owner per allocation, not two (12 of the 389 instructions of an add
 /// + cancel).
 pub(crate) struct OwnedFree<'f> {
-    free: &'f mut FreeSet,
+    free: &'f mut FreeList,
 }
 
 impl std::ops::Deref for OwnedFree<'_> {
-    type Target = FreeSet;
+    type Target = FreeList;
     #[inline(always)]
-    fn deref(&self) -> &FreeSet {
+    fn deref(&self) -> &FreeList {
         self.free
     }
 }
 
 impl std::ops::DerefMut for OwnedFree<'_> {
     #[inline(always)]
-    fn deref_mut(&mut self) -> &mut FreeSet {
+    fn deref_mut(&mut self) -> &mut FreeList {
         self.free
     }
 }

@@ -28,16 +28,16 @@
 
 use std::sync::Arc;
 
-use crate::core::Core;
-use crate::error::AddError;
-use crate::handle::TimerHandle;
-use crate::local;
+use crate::api::error::AddError;
+use crate::api::handle::TimerHandle;
+use crate::api::task::{Task, When, Work};
 use crate::loom::atomic::{Ordering::*, fence};
-use crate::ring;
-use crate::route::{DEFAULT_ROUTE, SELF_CLASS};
+use crate::service::core::Core;
+use crate::service::route::{DEFAULT_ROUTE, SELF_CLASS};
+use crate::service::thread_cache;
 use crate::shard::Shard;
-use crate::task::{Task, When, Work};
-use crate::word::{DUE, PERIODIC, PLAIN, QUEUED, STAMPED, WAKE, Word};
+use crate::shard::ring;
+use crate::slots::word::{DUE, PERIODIC, PLAIN, QUEUED, STAMPED, WAKE, Word};
 
 /// `max_pending` is looked at again after this many adds of one thread: the bound is global, and
 /// may be overshot by at most this many adds per other adding thread.
@@ -82,10 +82,10 @@ pub(crate) fn add(core: &Arc<Core>, mut task: Task) -> Result<TimerHandle, AddEr
     let rounded = matches!(&task.work, Work::Every(r) if r.period < core.tick_ns);
     // Refused early if shutdown is seen to have begun; the ordered look is step 3.
     if !core.lifecycle.looks_open() {
-        crate::trace::refused("shut down");
+        crate::service::trace::refused("shut down");
         return Err(AddError::Shutdown(task));
     }
-    let lease = local::lease(core);
+    let lease = thread_cache::lease(core);
     let shard = lease.shard();
     let plan = plan(shard, core, &task.when, &task.work);
     let waiting = !matches!(plan, Plan::Due { .. });
@@ -104,7 +104,7 @@ pub(crate) fn add(core: &Arc<Core>, mut task: Task) -> Result<TimerHandle, AddEr
     let vacant = if admitted { shard.slots.alloc() } else { None };
     let Some(vacant) = vacant else {
         shard.count_rejected();
-        crate::trace::refused("full");
+        crate::service::trace::refused("full");
         return Err(AddError::Full(task));
     };
     if let Plan::Due { meant: 0 } = plan {
@@ -153,7 +153,7 @@ pub(crate) fn add(core: &Arc<Core>, mut task: Task) -> Result<TimerHandle, AddEr
     {
         work.take_stale(); // it goes back as it came
         shard.slots.release(i);
-        crate::trace::refused("shut down");
+        crate::service::trace::refused("shut down");
         return Err(AddError::Shutdown(Task { when, work, route }));
     }
     shard.count_added(waiting);
@@ -238,7 +238,7 @@ fn plan(shard: &Shard, core: &Core, when: &When, work: &Work) -> Plan {
 }
 
 /// Marks a task due at once for an instant before the clock began as meant for that instant
-/// (see [`Label::stale`](crate::task::Label::stale)); a fixed-rate task's grid instead starts at
+/// (see [`Label::stale`](crate::api::task::Label::stale)); a fixed-rate task's grid instead starts at
 /// its first point at or after the beginning (see [`Core::ns_at`]).
 #[cold]
 fn mark_if_stale(core: &Core, task: &mut Task) {

@@ -1,7 +1,7 @@
 //! What a task runs: the closure traits [`OnceBody`] and [`RepeatBody`], which let `Task`'s
 //! constructors take a closure with or without a [`TaskContext`], and box it once.
 
-use crate::context::TaskContext;
+use crate::api::task::context::TaskContext;
 
 /// A closure a one-shot [`Task`](crate::Task) can run: `FnOnce()`, or
 /// `FnOnce(&mut TaskContext<'_>)` for a task that wants to know when it was due or reach its
@@ -14,7 +14,7 @@ use crate::context::TaskContext;
 /// impossible (or double every constructor: `after`, `at`, `every`, `with_fixed_delay`, each
 /// with and without a context). The annotation is the price of one constructor for both.
 pub trait OnceBody<Args>: Send + 'static {
-    /// `into_once`'s box has nothing to drop (see `PLAIN` in `word.rs`). Only the impls below
+    /// `into_once`'s box has nothing to drop (see `PLAIN` in `slots/word.rs`). Only the impls below
     /// know that of their box; any other impl keeps the default.
     #[doc(hidden)]
     const PLAIN: bool = false;

@@ -11,15 +11,15 @@
 
 use std::sync::Arc;
 
-use crate::class::Class;
-use crate::core::Core;
+use crate::api::task::{Cadence, MisfirePolicy, Repeat, Work};
 use crate::loom::atomic::Ordering::*;
-use crate::registry;
-use crate::route::{DEFAULT_ROUTE, Pool, SELF_CLASS, SELF_ISOLATED};
+use crate::service::class::Class;
+use crate::service::core::Core;
+use crate::service::registry;
+use crate::service::route::{DEFAULT_ROUTE, Pool, SELF_CLASS, SELF_ISOLATED};
 use crate::shard::{Fire, Rearm, Returned, Shard, WAKE_HERE};
-use crate::slot::Run;
-use crate::task::{Cadence, MisfirePolicy, Repeat, Work};
-use crate::word::{CANCELLED, DONE, RETURNED, STOP, VACANT, Word};
+use crate::slots::slot::Run;
+use crate::slots::word::{CANCELLED, DONE, RETURNED, STOP, VACANT, Word};
 
 const BURST: u64 = MisfirePolicy::BURST;
 const MAX_CATCH_UP: u64 = MisfirePolicy::MAX_CATCH_UP;
@@ -195,7 +195,7 @@ impl Periodic<'_> {
                 && late >= period.saturating_add(core.tick_ns)
             {
                 core.skipped.fetch_add(1, Relaxed);
-                crate::trace::skipped(1);
+                crate::service::trace::skipped(1);
             } else {
                 repeat.runs += 1;
                 let Repeat { f, runs, label, .. } = &mut *repeat;
@@ -225,7 +225,7 @@ impl Periodic<'_> {
             };
             if skipped > 0 {
                 core.skipped.fetch_add(skipped, Relaxed);
-                crate::trace::skipped(skipped);
+                crate::service::trace::skipped(skipped);
             }
             match next {
                 Some(next)

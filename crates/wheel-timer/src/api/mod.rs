@@ -1,0 +1,19 @@
+//! Layer 4, the public API: what `lib.rs` re-exports, on top of the service.
+//!
+//! | file | what it holds |
+//! |---|---|
+//! | `timer.rs` | `Timer` |
+//! | `builder.rs` | `TimerBuilder` |
+//! | `handle.rs` | `TimerHandle`, `TaskState` |
+//! | `task/` | `Task` and `MisfirePolicy` (`mod.rs`), the closure traits (`body.rs`), `TaskContext` and `WeakTimer` (`context.rs`) |
+//! | `future/` | `Sleep`, `Timeout`, `Interval` |
+//! | `error.rs` | `AddError`, `BuildError` |
+//! | `stats.rs` | `Stats`, `RunTimes` |
+
+pub(crate) mod builder;
+pub(crate) mod error;
+pub(crate) mod future;
+pub(crate) mod handle;
+pub(crate) mod stats;
+pub(crate) mod task;
+pub(crate) mod timer;
