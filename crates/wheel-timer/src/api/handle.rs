@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use tickwheel_reaper::duration_to_ns;
 
-use crate::api::future::Outcome;
 use crate::loom::atomic::Ordering::*;
 use crate::service::registry::{self, ShardRef};
+use crate::slots::waker::Outcome;
 use crate::slots::word::{CANCELLED, DUE, QUEUED, RETURNED, RUNNING, STOP, WAITING, Word};
 
 /// Where a task is, from [`TimerHandle::state`].

@@ -8,12 +8,12 @@ use crossbeam_utils::CachePadded;
 use tickwheel_executor::Executor;
 use tickwheel_reaper::{Clock, Due, Reaper, duration_to_ns};
 
-use crate::api::stats::Histogram;
 use crate::api::task::context::TaskContext;
 use crate::api::task::{Labels, key_of};
 use crate::loom::Mutex;
 use crate::loom::atomic::{AtomicU64, Ordering::*};
 use crate::service::class::Isolation;
+use crate::service::histogram::Histogram;
 use crate::service::lifecycle::Lifecycle;
 use crate::service::panic::Panics;
 use crate::service::registry::{self, ShardRef};

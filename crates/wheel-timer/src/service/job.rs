@@ -17,8 +17,7 @@ use crate::service::class::Class;
 use crate::service::core::Core;
 use crate::service::registry;
 use crate::service::route::{DEFAULT_ROUTE, Pool, SELF_CLASS, SELF_ISOLATED};
-use crate::shard::{Fire, Rearm, Returned, Shard, WAKE_HERE};
-use crate::slots::slot::Run;
+use crate::shard::{Fire, Rearm, Returned, Run, Shard, WAKE_HERE};
 use crate::slots::word::{CANCELLED, DONE, RETURNED, STOP, VACANT, Word};
 
 const BURST: u64 = MisfirePolicy::BURST;

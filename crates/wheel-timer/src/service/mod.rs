@@ -16,6 +16,7 @@
 //! | `thread_cache.rs` | the thread-local cache through which a thread finds its own shard |
 //! | `class.rs`, `route.rs` | isolation: a class's record of slow runs, and where a due task runs |
 //! | `trace.rs` | the `tracing` feature's events |
+//! | `histogram.rs` | lateness and run times in log-linear buckets |
 //!
 //! Imports from `shard` and `slots` below it.
 
@@ -23,6 +24,7 @@ pub(crate) mod add;
 pub(crate) mod class;
 pub(crate) mod core;
 pub(crate) mod dispatch;
+pub(crate) mod histogram;
 pub(crate) mod job;
 pub(crate) mod lifecycle;
 pub(crate) mod panic;

@@ -33,7 +33,7 @@ use crate::slots::append_only::AppendOnly;
 // Plain `std`/`parking_lot` even under loom: routing is not part of any task's fate (a stale read
 // only sends a job to another pool, where it finds its task or nothing), and modelling these
 // accesses would multiply every model's interleavings for nothing.
-use crate::api::stats::Histogram;
+use crate::service::histogram::Histogram;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
 

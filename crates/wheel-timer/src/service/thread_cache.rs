@@ -13,10 +13,6 @@ use crate::service::registry::{self, ShardRef};
 use crate::shard::Shard;
 use crate::slots::owner::OwnerToken;
 
-/// Thread keys are never reused: a shard's owner key can be compared without a race against a
-/// later thread that happens to reuse some address.
-static NEXT_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-
 crate::loom::thread_local! {
     /// The entry this thread used last (the fast path: a shared borrow and a comparison).
     static CURRENT: RefCell<Option<Attachment>> = RefCell::new(None);
@@ -26,8 +22,6 @@ crate::loom::thread_local! {
 
 #[cfg(not(loom))]
 std::thread_local! {
-    // No destructor, so it is there until the thread's very end.
-    static KEY: Cell<u64> = const { Cell::new(0) };
     /// `(timer id, shard)` of the entry in `CURRENT`, or `(0, None)`: the add path's lookup,
     /// one load and a comparison. `CURRENT` needs a destructor (it gives the shard back), and a
     /// thread-local with one costs a state check and a `RefCell` borrow on every access (11 of
@@ -35,27 +29,6 @@ std::thread_local! {
     /// put there; cleared when it stops being current (it moves aside, or is dropped at the
     /// thread's end), so while it names a shard, `CURRENT` holds that shard's owner entry.
     static FAST: Cell<(u64, Option<ShardRef>)> = const { Cell::new((0, None)) };
-}
-
-#[cfg(loom)]
-loom::thread_local! {
-    static KEY: Cell<u64> = Cell::new(0);
-}
-
-/// This thread's key: unique for the life of the process, never 0 (which marks a shard without
-/// owner).
-#[inline(always)]
-pub(crate) fn thread_key() -> u64 {
-    KEY.with(|k| match k.get() {
-        0 => new_key(k),
-        key => key,
-    })
-}
-
-#[cold]
-fn new_key(k: &Cell<u64>) -> u64 {
-    k.set(NEXT_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-    k.get()
 }
 
 /// What one thread keeps for one timer: its shard, and its ownership of it. Dropping it (the

@@ -12,7 +12,7 @@ pub(crate) struct Span;
 
 /// Entered while a due task's job is handed to its executor.
 #[inline(always)]
-pub(crate) fn handoff(_shard: u32, _slot: u32, _pool: crate::service::route::Pool) -> Span {
+pub(crate) fn handoff(_shard: u32, _slot: u32, _pool: impl std::fmt::Debug) -> Span {
     #[cfg(feature = "tracing")]
     return tracing::trace_span!(target: "tickwheel", "handoff", shard = _shard, slot = _slot, pool = ?_pool).entered();
     #[cfg(not(feature = "tracing"))]

@@ -46,13 +46,19 @@ use crate::loom::atomic::{AtomicU64, Ordering::*};
 use crate::loom::{Mutex, MutexGuard};
 use crate::service::core::Core;
 use crate::slots::owner::OwnerToken;
-use crate::slots::slot::Run;
+use crate::slots::slot::Slot;
 use crate::slots::table::Slots;
 use crate::slots::word::{
     CANCELLED, DONE, DUE, PERIODIC, QUEUED, RETURNED, RUNNING, STAMPED, STOP, VACANT, WAITING,
     WAKE, Word,
 };
 use ring::Ring;
+
+/// A job's hold on the task it claimed, in a shard (see `slots/slot.rs`).
+pub(crate) type Run<'a> = crate::slots::slot::Run<'a, Work>;
+
+// A slot, its word and its task, is one cache line.
+const _: () = assert!(std::mem::size_of::<Slot<Work>>() == 64);
 
 /// A task found due: what its job needs to find and run it.
 #[derive(Clone, Copy, Debug)]
@@ -86,7 +92,7 @@ pub(crate) struct Returned {
 pub(crate) struct Shard {
     /// Its id in the process-wide registry.
     pub(crate) id: u32,
-    pub(crate) slots: Slots,
+    pub(crate) slots: Slots<Work>,
     ring: Ring,
     owner: CachePadded<OwnerSide>,
     consumer: CachePadded<ConsumerSide>,

@@ -12,6 +12,7 @@
 //! | `remote_free.rs` | slots freed by other threads, waiting for the owner |
 //! | `append_only.rs` | an array whose elements never move, grown in chunks |
 //! | `prefetch.rs` | a cache-line prefetch hint |
+//! | `waker.rs` | a future's waker cell, beside its slot, and how an arming ended |
 //!
 //! Imports nothing from the layers above (`shard`, `service`, `api`).
 
@@ -22,4 +23,5 @@ pub(crate) mod prefetch;
 pub(crate) mod remote_free;
 pub(crate) mod slot;
 pub(crate) mod table;
+pub(crate) mod waker;
 pub(crate) mod word;

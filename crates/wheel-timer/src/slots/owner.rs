@@ -6,14 +6,48 @@
 //! which turns a vacant slot into a `Vacant`, lives in `slot.rs`, next to the cell it gives
 //! access to.
 
-#![allow(unsafe_code)] // the free list's cell, touched only by the owner thread
+#![allow(unsafe_code)]
+// the free list's cell, touched only by the owner thread
+// loom's `thread_local!` has no `const { .. }` form, and this must build under both.
+#![allow(clippy::missing_const_for_thread_local)]
 
+use std::cell::Cell;
 use std::marker::PhantomData;
 
 use crate::loom::UnsafeCell;
 use crate::loom::atomic::{AtomicBool, AtomicU64, Ordering::*};
-use crate::service::thread_cache::thread_key;
 use crate::slots::free_list::FreeList;
+
+/// Thread keys are never reused: a shard's owner key can be compared without a race against a
+/// later thread that happens to reuse some address.
+static NEXT_KEY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+#[cfg(not(loom))]
+std::thread_local! {
+    // No destructor, so it is there until the thread's very end.
+    static KEY: Cell<u64> = const { Cell::new(0) };
+}
+
+#[cfg(loom)]
+loom::thread_local! {
+    static KEY: Cell<u64> = Cell::new(0);
+}
+
+/// This thread's key: unique for the life of the process, never 0 (which marks a shard without
+/// owner).
+#[inline(always)]
+pub(crate) fn thread_key() -> u64 {
+    KEY.with(|k| match k.get() {
+        0 => new_key(k),
+        key => key,
+    })
+}
+
+#[cold]
+fn new_key(k: &Cell<u64>) -> u64 {
+    k.set(NEXT_KEY.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    k.get()
+}
 
 /// Proof that this thread owns a shard's slots (from [`Ownership::attach`]). Not `Send`: only the
 /// thread that attached can give the shard up.

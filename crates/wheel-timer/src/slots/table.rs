@@ -3,22 +3,22 @@
 
 use crossbeam_utils::CachePadded;
 
-use crate::api::future::WakerCell;
 use crate::loom::atomic::{AtomicU32, Ordering::*};
 use crate::slots::append_only::{AppendOnly, MAX_INDEX};
 use crate::slots::free_list::FreeList;
 use crate::slots::owner::{OwnedFree, OwnerToken, Ownership};
 use crate::slots::remote_free::RemoteFree;
 use crate::slots::slot::{Slot, Vacant};
+use crate::slots::waker::WakerCell;
 
 /// A shard's slots. The owner thread allocates; any thread may vacate.
-pub(crate) struct Slots {
-    all: AppendOnly<Slot>,
+pub(crate) struct Slots<T> {
+    all: AppendOnly<Slot<T>>,
     /// Each slot's route word (see `service/route.rs`), beside the slot's cache line: written by the
     /// adder before it publishes the slot (and by a repeating task's job while it runs), read by
     /// the tick thread and the job.
     routes: AppendOnly<std::sync::atomic::AtomicU32>,
-    /// Each slot's waker cell, for a future's task (see `future/mod.rs`): a chunk is allocated
+    /// Each slot's waker cell, for a future's task (see `waker.rs`): a chunk is allocated
     /// by the first future polled in it, so a shard that only runs closures has the first only.
     wakers: AppendOnly<WakerCell>,
     /// Slots created so far; written by the owner (sequentially consistent, after the slot
@@ -32,7 +32,7 @@ pub(crate) struct Slots {
     mine: CachePadded<Ownership>,
 }
 
-impl Slots {
+impl<T> Slots<T> {
     pub(crate) fn new() -> Self {
         Slots {
             all: AppendOnly::new(),
@@ -62,7 +62,7 @@ impl Slots {
 
     /// The slot at `i`, which this shard created.
     #[inline(always)]
-    pub(crate) fn get(&self, i: u32) -> &Slot {
+    pub(crate) fn get(&self, i: u32) -> &Slot<T> {
         self.all
             .get(i as usize)
             .expect("slot indexes come from this shard")
@@ -98,7 +98,7 @@ impl Slots {
     /// slots vacated elsewhere, or a new one. `None` on any other thread, or once the shard
     /// holds `u32::MAX` slots.
     #[inline(always)]
-    pub(crate) fn alloc(&self) -> Option<Vacant<'_>> {
+    pub(crate) fn alloc(&self) -> Option<Vacant<'_, T>> {
         self.mine.with_free(|free| {
             // The common case inline: the slot kept aside (in W6's pair, the one this thread
             // freed last). With the search below, the closure was a call of 40 instructions,
@@ -115,7 +115,7 @@ impl Slots {
     /// [`alloc`](Self::alloc) without a slot kept aside (none is: nothing in here keeps one):
     /// the lowest of the free set, refilled if need be.
     #[inline(never)]
-    fn alloc_from_set<'a>(&'a self, free: &mut OwnedFree<'_>) -> Option<Vacant<'a>> {
+    fn alloc_from_set<'a>(&'a self, free: &mut OwnedFree<'_>) -> Option<Vacant<'a, T>> {
         loop {
             let i = match free.pop() {
                 Some(i) => i,
@@ -186,16 +186,15 @@ impl Slots {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::api::task::Work;
     use crate::slots::word::{QUEUED, Word};
 
-    fn publish(v: Vacant<'_>) -> u32 {
+    fn publish(v: Vacant<'_, u32>) -> u32 {
         let i = v.index();
-        v.publish(QUEUED, 0, Work::noop());
+        v.publish(QUEUED, 0, 7);
         i
     }
 
-    fn vacate(slots: &Slots, i: u32) {
+    fn vacate(slots: &Slots<u32>, i: u32) {
         let s = slots.get(i);
         let g = s.word().generation();
         s.take(g, |w| w.state() == QUEUED, Word::vacated).unwrap();
@@ -204,7 +203,7 @@ mod tests {
 
     #[test]
     fn vacated_slots_come_back_to_the_owner() {
-        let slots = Slots::new();
+        let slots = Slots::<u32>::new();
         let _me = slots.attach().unwrap();
         let a: Vec<u32> = (0..3).map(|_| publish(slots.alloc().unwrap())).collect();
         assert_eq!(a, [0, 1, 2]);
@@ -222,7 +221,7 @@ mod tests {
 
     #[test]
     fn only_the_owner_allocates_and_frees_elsewhere_reach_it() {
-        let slots = Slots::new();
+        let slots = Slots::<u32>::new();
         assert!(slots.alloc().is_none(), "no owner yet");
         let me = slots.attach().unwrap();
         let i = publish(slots.alloc().unwrap());
@@ -239,7 +238,7 @@ mod tests {
 
     #[test]
     fn after_a_burst_freed_in_random_order_slots_come_back_lowest_first() {
-        let slots = Slots::new();
+        let slots = Slots::<u32>::new();
         let _me = slots.attach().unwrap();
         let burst: Vec<u32> = (0..1000).map(|_| publish(slots.alloc().unwrap())).collect();
         // Freed in a scrambled order, half here and half on another thread.
@@ -266,7 +265,7 @@ mod tests {
 
     #[test]
     fn an_occupied_slot_listed_by_mistake_is_never_handed_out() {
-        let slots = Slots::new();
+        let slots = Slots::<u32>::new();
         let _me = slots.attach().unwrap();
         let i = publish(slots.alloc().unwrap());
         slots.release(i); // a bug elsewhere: the slot is still QUEUED

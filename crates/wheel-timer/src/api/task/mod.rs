@@ -484,11 +484,3 @@ impl fmt::Debug for Task {
             .finish_non_exhaustive()
     }
 }
-
-#[cfg(all(test, not(loom)))]
-impl Work {
-    /// A one-shot task that does nothing.
-    pub(crate) fn noop() -> Work {
-        Task::after(Duration::ZERO, || {}).work
-    }
-}
