@@ -13,9 +13,10 @@ use tickwheel_reaper::ManualClock;
 use tickwheel_wheel::TimingWheel;
 
 use crate::api::error::BuildError;
+use crate::api::timer::DropHook;
 use crate::api::timer::Timer;
 use crate::service::class::Isolation;
-use crate::service::core::{Config, Core, DropHook};
+use crate::service::core::{Config, Core};
 use crate::service::panic::{Hook, Panics};
 
 /// Configures a [`Timer`]. Every value is validated by [`build`](Self::build).
@@ -249,11 +250,10 @@ impl TimerBuilder {
             max_pending: self.max_pending,
             executor,
             panics: Panics::new(self.on_panic),
-            on_drop: self.on_drop,
             isolation: self.isolation,
             name: self.name.clone(),
         });
-        Timer::start(core, &self.name).map_err(BuildError::Spawn)
+        Timer::start(core, &self.name, self.on_drop).map_err(BuildError::Spawn)
     }
 }
 

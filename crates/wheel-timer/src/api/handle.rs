@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 use tickwheel_reaper::duration_to_ns;
 
 use crate::loom::atomic::Ordering::*;
+use crate::service::dispatch;
+use crate::service::job;
 use crate::service::registry::{self, ShardRef};
 use crate::slots::waker::Outcome;
 use crate::slots::word::{CANCELLED, DUE, QUEUED, RETURNED, RUNNING, STOP, WAITING, Word};
@@ -148,7 +150,8 @@ impl TimerHandle {
     /// ```
     #[inline]
     pub fn cancel(&self) -> bool {
-        self.shard().cancel(self.slot())
+        let shard = self.shard();
+        job::cancelled(&shard, self.slot(), shard.cancel(self.slot()))
     }
 
     /// Moves the task's next run to `delay` from now: `true` if it was waiting for its deadline
@@ -185,7 +188,7 @@ impl TimerHandle {
     /// [`reschedule`](Self::reschedule) does. The instant is read on the timer's clock: take it
     /// from [`Timer::now`](crate::Timer::now) on a manual clock.
     pub fn reschedule_at(&self, deadline: Instant) -> bool {
-        match self.shard().core() {
+        match self.shard().timer() {
             Some(core) => self.reschedule_at_ns(core.ns_of(deadline)),
             None => false,
         }
@@ -202,14 +205,14 @@ impl TimerHandle {
     /// deadline stamped within a tick of its add; asking for it stamps it at once (from a clock
     /// reading taken after the add, so it is never earlier than the delay asked for).
     pub fn deadline(&self) -> Option<Instant> {
-        let core = self.shard().core()?;
+        let core = self.shard().timer()?;
         self.deadline_ns().map(|d| core.instant_of(d))
     }
 
     /// [`deadline`](Self::deadline) in clock nanoseconds.
     pub(crate) fn deadline_ns(&self) -> Option<u64> {
         let shard = self.shard();
-        let core = shard.core()?;
+        let core = shard.timer()?;
         let mut due = Vec::new();
         let generation = self.word().generation();
         let (deadline, wake) =
@@ -218,7 +221,7 @@ impl TimerHandle {
             core.reaper.wake_by(wake);
         }
         for d in due {
-            core.dispatch(d);
+            dispatch::dispatch(&core, d);
         }
         deadline
     }
@@ -239,7 +242,7 @@ impl TimerHandle {
     /// Time left until [`deadline`](Self::deadline), on the timer's clock: zero if it is due.
     pub fn remaining(&self) -> Option<Duration> {
         let at = self.deadline()?;
-        let core = self.shard().core()?;
+        let core = self.shard().timer()?;
         Some(at.saturating_duration_since(core.instant_of(core.clock.now())))
     }
 
@@ -260,7 +263,7 @@ impl TimerHandle {
     /// `reschedule` with the delay computed from the clock reading it uses.
     fn move_to(&self, delay_at: impl FnOnce(u64) -> u64) -> bool {
         let shard = self.shard();
-        let Some(core) = shard.core() else {
+        let Some(core) = shard.timer() else {
             return false;
         };
         if !core.lifecycle.is_open() {
@@ -279,7 +282,7 @@ impl TimerHandle {
             core.reaper.wake_by(wake);
         }
         for d in due {
-            core.dispatch(d);
+            dispatch::dispatch(&core, d);
         }
         moved
     }

@@ -4,7 +4,9 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
+
 use std::time::{Duration, Instant};
+use sync_wrapper::SyncWrapper;
 
 use tickwheel_reaper::Due;
 
@@ -12,12 +14,13 @@ use crate::api::builder::TimerBuilder;
 use crate::api::error::{AddError, BuildError};
 use crate::api::future::{Interval, Sleep, Timeout};
 use crate::api::handle::TimerHandle;
+use crate::api::shutdown::{self, ShutdownOptions, ShutdownReport};
 use crate::api::stats::{RunTimes, Stats};
 use crate::api::task::Task;
 use crate::api::task::context::WeakTimer;
 use crate::loom::atomic::Ordering::Relaxed;
 use crate::service::core::Core;
-use crate::service::shutdown::{ShutdownOptions, ShutdownReport};
+use crate::service::dispatch;
 use crate::shard::Fire;
 
 /// A timer service on hierarchical timing wheels.
@@ -47,7 +50,13 @@ use crate::shard::Fire;
 /// [`shutdown_with`](Self::shutdown_with)) before the drop.
 pub struct Timer {
     core: Arc<Core>,
+    /// Given the tasks that never ran when the timer is dropped. (`SyncWrapper`: only the drop,
+    /// through `&mut`, reaches it, so the timer stays `Sync`.)
+    on_drop: SyncWrapper<Option<DropHook>>,
 }
+
+/// See [`TimerBuilder::on_drop`](crate::TimerBuilder::on_drop).
+pub(crate) type DropHook = Box<dyn FnOnce(Vec<Task>) + Send>;
 
 impl Timer {
     /// A timer with the defaults: tick 1 ms, 256 buckets per level, a rayon pool as wide as the
@@ -62,16 +71,23 @@ impl Timer {
     }
 
     /// Starts the tick thread of a freshly built core.
-    pub(crate) fn start(core: Arc<Core>, name: &str) -> std::io::Result<Timer> {
+    pub(crate) fn start(
+        core: Arc<Core>,
+        name: &str,
+        on_drop: Option<DropHook>,
+    ) -> std::io::Result<Timer> {
         let weak = Arc::downgrade(&core);
         core.reaper.spawn(name, move |batch: &mut Vec<Due<Fire>>| {
             let Some(core) = weak.upgrade() else {
                 batch.clear();
                 return;
             };
-            core.hand_out(batch);
+            dispatch::hand_out(&core, batch);
         })?;
-        Ok(Timer { core })
+        Ok(Timer {
+            core,
+            on_drop: SyncWrapper::new(on_drop),
+        })
     }
 
     /// Adds `task`; a task whose deadline has already come goes straight to the executor, never
@@ -99,7 +115,7 @@ impl Timer {
     /// ```
     #[inline]
     pub fn add_or_submit(&self, task: Task) -> Result<TimerHandle, AddError> {
-        crate::service::add::add(&self.core, task)
+        crate::api::add::add(&self.core, task)
     }
 
     /// A reference to this timer that does not keep it alive (for tasks that add tasks: see
@@ -264,7 +280,7 @@ impl Timer {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn shutdown(&self) -> Vec<Task> {
-        self.core.shutdown(ShutdownOptions::new()).tasks
+        shutdown::shutdown(&self.core, ShutdownOptions::new()).tasks
     }
 
     /// [`shutdown`](Self::shutdown) with options: a limit on the wait for running tasks, and
@@ -290,7 +306,7 @@ impl Timer {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn shutdown_with(&self, options: ShutdownOptions) -> ShutdownReport {
-        self.core.shutdown(options)
+        shutdown::shutdown(&self.core, options)
     }
 
     /// Waits until every task handed to the executor so far has finished running (or was
@@ -346,8 +362,8 @@ impl Timer {
 
 impl Drop for Timer {
     fn drop(&mut self) {
-        let report = self.core.shutdown(ShutdownOptions::new());
-        let hook = self.core.on_drop.lock().take();
+        let report = shutdown::shutdown(&self.core, ShutdownOptions::new());
+        let hook = self.on_drop.get_mut().take();
         match hook {
             Some(hook) => {
                 let tasks = report.tasks;

@@ -2,14 +2,13 @@
 //! shards, the executor, and the counters of the fire path.
 
 use std::sync::Arc;
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 use tickwheel_executor::Executor;
-use tickwheel_reaper::{Clock, Due, Reaper, duration_to_ns};
+use tickwheel_reaper::{Clock, Reaper, duration_to_ns};
 
-use crate::api::task::context::TaskContext;
-use crate::api::task::{Labels, key_of};
 use crate::loom::Mutex;
 use crate::loom::atomic::{AtomicU64, Ordering::*};
 use crate::service::class::Isolation;
@@ -17,14 +16,38 @@ use crate::service::histogram::Histogram;
 use crate::service::lifecycle::Lifecycle;
 use crate::service::panic::Panics;
 use crate::service::registry::{self, ShardRef};
-use crate::service::route::{Pool, Routes};
-use crate::service::running::{InFlight, Running};
-use crate::shard::{Fire, Returned, Shard, WAKE_HERE};
+use crate::service::route::Routes;
+use crate::service::running::Running;
+use crate::service::work::Work;
 use crate::slots::owner::OwnerToken;
 
 /// Ids of timers, so a thread's cache can tell them apart (a plain `std` atomic: ids are not part
 /// of any modelled protocol).
 static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// The shard as the service uses it: its slots hold [`Work`], it belongs to a [`Core`].
+pub(crate) struct Tasks;
+
+impl crate::shard::Kind for Tasks {
+    type Work = Work;
+    type Timer = Core;
+
+    #[inline]
+    fn waker(work: &mut Work) -> Option<&mut Option<Waker>> {
+        match work {
+            Work::Wake(waker) => Some(waker),
+            _ => None,
+        }
+    }
+}
+
+pub(crate) type Shard = crate::shard::Shard<Tasks>;
+pub(crate) type Returned = crate::shard::Returned<Work>;
+pub(crate) type Run<'a> = crate::shard::Run<'a, Tasks>;
+pub(crate) type Rearm<'a> = crate::shard::Rearm<'a, Tasks>;
+
+// A slot, its word and its task, is one cache line.
+const _: () = assert!(std::mem::size_of::<crate::slots::slot::Slot<Work>>() == 64);
 
 pub(crate) struct Core {
     pub(crate) id: u64,
@@ -60,14 +83,9 @@ pub(crate) struct Core {
     pub(crate) running: Running,
     /// Periodic tasks handed back by their jobs while shutdown runs; `None` once it collected.
     pub(crate) late: Mutex<Option<Vec<Returned>>>,
-    /// Given the tasks that never ran when the `Timer` is dropped.
-    pub(crate) on_drop: Mutex<Option<DropHook>>,
     /// Classes, their isolation, per-task executors, the slow pool.
     pub(crate) routes: Routes,
 }
-
-/// See [`TimerBuilder::on_drop`](crate::TimerBuilder::on_drop).
-pub(crate) type DropHook = Box<dyn FnOnce(Vec<crate::Task>) + Send>;
 
 /// What `TimerBuilder::build` settled.
 pub(crate) struct Config {
@@ -78,7 +96,6 @@ pub(crate) struct Config {
     pub(crate) max_pending: Option<usize>,
     pub(crate) executor: Arc<dyn Executor>,
     pub(crate) panics: Panics,
-    pub(crate) on_drop: Option<DropHook>,
     pub(crate) isolation: Option<Isolation>,
     /// Thread names' prefix (for the slow pool).
     pub(crate) name: String,
@@ -111,7 +128,6 @@ impl Core {
             handoff: Histogram::new(),
             running: Running::new(),
             late: Mutex::new(Some(Vec::new())),
-            on_drop: Mutex::new(config.on_drop),
             routes,
         })
     }
@@ -179,62 +195,6 @@ impl Core {
     /// Tasks waiting for their deadline, summed over the shards (see `Timer::pending`).
     pub(crate) fn pending(&self) -> u64 {
         self.shards().iter().map(|s| s.pending()).sum()
-    }
-
-    /// Hands a due task's job to the executor. An executor that panics loses nothing: the task
-    /// stays due and `shutdown` hands it back.
-    pub(crate) fn dispatch(self: &Arc<Self>, due: Due<Fire>) {
-        let fire = due.item;
-        if fire.route == WAKE_HERE {
-            // Waking a future is a few atomic operations: done here, without a hop through the
-            // pool.
-            return crate::service::job::run(self, fire, Pool::Main);
-        }
-        // The task's class and executor (see `route.rs`), as read when it was found due.
-        let (executor, pool) = self
-            .routes
-            .pick(fire.route, || self.clock.now(), &self.executor);
-        self.send(fire, executor, pool);
-    }
-
-    /// Hands the job of `fire` to `executor` (which is `pool`).
-    pub(crate) fn send(self: &Arc<Self>, fire: Fire, executor: &Arc<dyn Executor>, pool: Pool) {
-        InFlight::new(self, 1).send(self, fire, executor, pool);
-    }
-
-    /// Hands `job`, which runs or hands on `tasks` tasks, to `executor`. They count in the
-    /// backlog (`max_pending`, `wait_idle`) until the job is dropped, whether it ran or the
-    /// executor discarded it, or until the job passes them on one by one with their tasks
-    /// ([`InFlight::split_one`]). An executor that panics loses nothing: the tasks the job would
-    /// have run stay due, and `shutdown` hands them back.
-    pub(crate) fn send_job(
-        self: &Arc<Self>,
-        executor: &Arc<dyn Executor>,
-        tasks: u64,
-        job: impl FnOnce(&mut InFlight) + Send + 'static,
-    ) {
-        InFlight::new(self, tasks).submit(self, executor, job);
-    }
-
-    /// Starts a run meant for clock time `meant`, or, if `label` holds a stale instant (one
-    /// before the clock began), for that instant, which this takes: counts the run with its
-    /// lateness to clock time `started`, and returns its context.
-    pub(crate) fn start_run<'a>(
-        self: &'a Arc<Self>,
-        meant: u64,
-        started: u64,
-        run: u64,
-        label: &'a mut Labels,
-    ) -> TaskContext<'a> {
-        let stale = label.as_mut().and_then(|l| l.stale.take());
-        let (scheduled, late) = match stale {
-            None => (self.instant_of(meant), started.saturating_sub(meant)),
-            // Late by the time from `at` to the clock's beginning, and on to the start.
-            Some(at) => (at, ns_since(at, self.origin).saturating_add(started)),
-        };
-        self.count_run(late);
-        let late = Duration::from_nanos(late);
-        TaskContext::new(Some(self), scheduled, late, run, key_of(label))
     }
 
     /// Records the start of a run `late` nanoseconds after the instant the user meant.

@@ -25,6 +25,7 @@ use tickwheel_executor::Executor;
 use tickwheel_reaper::Due;
 
 use crate::service::core::Core;
+use crate::service::job;
 use crate::service::registry;
 use crate::service::route::Pool;
 use crate::shard::{Fire, WAKE_HERE};
@@ -39,61 +40,75 @@ struct Chunk {
     fires: Vec<Fire>,
 }
 
-impl Core {
-    /// Hands out a round's due tasks in the order given (earlier deadlines first): futures woken
-    /// here, the others to their executors in chunks (see the module docs). Leaves `batch` empty.
-    pub(crate) fn hand_out(self: &Arc<Self>, batch: &mut Vec<Due<Fire>>) {
-        let now = self.clock.now();
-        let most = if batch.len() > CHUNK { CHUNK } else { 1 };
-        let mut chunk = Chunk::default();
-        for due in batch.drain(..) {
-            self.handoff.record(now.saturating_sub(due.deadline));
-            let fire = due.item;
-            if fire.route == WAKE_HERE {
-                self.flush(&mut chunk);
-                crate::service::job::run(self, fire, Pool::Main);
-                continue;
-            }
-            let (executor, pool) =
-                self.routes
-                    .pick(fire.route, || self.clock.now(), &self.executor);
-            let same = matches!(&chunk.to, Some((e, p)) if *p == pool && Arc::ptr_eq(e, executor));
-            if !same {
-                self.flush(&mut chunk);
-                chunk.to = Some((executor.clone(), pool));
-            }
-            chunk.fires.push(fire);
-            if chunk.fires.len() == most {
-                self.flush(&mut chunk);
-            }
-        }
-        self.flush(&mut chunk);
+/// Hands a due task's job to the executor. An executor that panics loses nothing: the task
+/// stays due and `shutdown` hands it back.
+pub(crate) fn dispatch(core: &Arc<Core>, due: Due<Fire>) {
+    let fire = due.item;
+    if fire.route == WAKE_HERE {
+        // Waking a future is a few atomic operations: done here, without a hop through the
+        // pool.
+        return job::run(core, fire, Pool::Main);
     }
+    // The task's class and executor (see `route.rs`), as read when it was found due.
+    let (executor, pool) = core
+        .routes
+        .pick(fire.route, || core.clock.now(), &core.executor);
+    job::send(core, fire, executor, pool);
+}
 
-    /// Sends the tasks of `chunk`: one as it is, several in one job that hands each on.
-    fn flush(self: &Arc<Self>, chunk: &mut Chunk) {
-        let Some((executor, pool)) = chunk.to.take() else {
-            return;
-        };
-        if chunk.fires.len() <= 1 {
-            if let Some(fire) = chunk.fires.pop() {
-                self.send(fire, &executor, pool);
-            }
-            return;
+/// Hands out a round's due tasks in the order given (earlier deadlines first): futures woken
+/// here, the others to their executors in chunks (see the module docs). Leaves `batch` empty.
+pub(crate) fn hand_out(core: &Arc<Core>, batch: &mut Vec<Due<Fire>>) {
+    let now = core.clock.now();
+    let most = if batch.len() > CHUNK { CHUNK } else { 1 };
+    let mut chunk = Chunk::default();
+    for due in batch.drain(..) {
+        core.handoff.record(now.saturating_sub(due.deadline));
+        let fire = due.item;
+        if fire.route == WAKE_HERE {
+            flush(core, &mut chunk);
+            job::run(core, fire, Pool::Main);
+            continue;
         }
-        let fires = std::mem::take(&mut chunk.fires);
-        let to = executor.clone();
-        // Each task counts in the backlog once from here: its share of the chunk's count goes
-        // with it into its own job.
-        self.send_job(&executor, fires.len() as u64, move |queued| {
-            // The tasks' jobs will most likely run on this thread, which has not seen their
-            // slots: fetch them while it hands the jobs on.
-            for fire in &fires {
-                crate::slots::prefetch::line(registry::shard(fire.shard).slots.get(fire.slot));
-            }
-            for fire in fires {
-                queued.split_one().send(queued.core(), fire, &to, pool);
-            }
-        });
+        let (executor, pool) = core
+            .routes
+            .pick(fire.route, || core.clock.now(), &core.executor);
+        let same = matches!(&chunk.to, Some((e, p)) if *p == pool && Arc::ptr_eq(e, executor));
+        if !same {
+            flush(core, &mut chunk);
+            chunk.to = Some((executor.clone(), pool));
+        }
+        chunk.fires.push(fire);
+        if chunk.fires.len() == most {
+            flush(core, &mut chunk);
+        }
     }
+    flush(core, &mut chunk);
+}
+
+/// Sends the tasks of `chunk`: one as it is, several in one job that hands each on.
+fn flush(core: &Arc<Core>, chunk: &mut Chunk) {
+    let Some((executor, pool)) = chunk.to.take() else {
+        return;
+    };
+    if chunk.fires.len() <= 1 {
+        if let Some(fire) = chunk.fires.pop() {
+            job::send(core, fire, &executor, pool);
+        }
+        return;
+    }
+    let fires = std::mem::take(&mut chunk.fires);
+    let to = executor.clone();
+    // Each task counts in the backlog once from here: its share of the chunk's count goes
+    // with it into its own job.
+    job::send_job(core, &executor, fires.len() as u64, move |queued| {
+        // The tasks' jobs will most likely run on this thread, which has not seen their
+        // slots: fetch them while it hands the jobs on.
+        for fire in &fires {
+            crate::slots::prefetch::line(registry::shard(fire.shard).slots.get(fire.slot));
+        }
+        for fire in fires {
+            queued.split_one().send(queued.core(), fire, &to, pool);
+        }
+    });
 }

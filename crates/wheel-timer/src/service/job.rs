@@ -10,18 +10,154 @@
 //! due tasks.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use crate::api::task::{Cadence, MisfirePolicy, Repeat, Work};
+use tickwheel_executor::Executor;
+
 use crate::loom::atomic::Ordering::*;
 use crate::service::class::Class;
-use crate::service::core::Core;
+use crate::service::context::TaskContext;
+use crate::service::core::{Core, ns_since};
+use crate::service::core::{Rearm, Returned, Run, Shard};
+use crate::service::panic;
 use crate::service::registry;
 use crate::service::route::{DEFAULT_ROUTE, Pool, SELF_CLASS, SELF_ISOLATED};
-use crate::shard::{Fire, Rearm, Returned, Run, Shard, WAKE_HERE};
+use crate::service::running::active;
+use crate::service::work::{Cadence, Labels, MisfirePolicy, Repeat, Work, key_of};
+use crate::shard::{Cancel, Fire, WAKE_HERE};
 use crate::slots::word::{CANCELLED, DONE, RETURNED, STOP, VACANT, Word};
 
 const BURST: u64 = MisfirePolicy::BURST;
 const MAX_CATCH_UP: u64 = MisfirePolicy::MAX_CATCH_UP;
+
+/// Hands the job of `fire` to `executor` (which is `pool`).
+pub(crate) fn send(core: &Arc<Core>, fire: Fire, executor: &Arc<dyn Executor>, pool: Pool) {
+    InFlight::new(core, 1).send(core, fire, executor, pool);
+}
+
+/// Hands `job`, which runs or hands on `tasks` tasks, to `executor`. They count in the
+/// backlog (`max_pending`, `wait_idle`) until the job is dropped, whether it ran or the
+/// executor discarded it, or until the job passes them on one by one with their tasks
+/// ([`InFlight::split_one`]). An executor that panics loses nothing: the tasks the job would
+/// have run stay due, and `shutdown` hands them back.
+pub(crate) fn send_job(
+    core: &Arc<Core>,
+    executor: &Arc<dyn Executor>,
+    tasks: u64,
+    job: impl FnOnce(&mut InFlight) + Send + 'static,
+) {
+    InFlight::new(core, tasks).submit(core, executor, job);
+}
+
+/// A job on its way through the executor, and the tasks it still counts for in the backlog (see
+/// [`Running::wait_idle`]).
+pub(crate) struct InFlight(Arc<Core>, u64);
+
+impl InFlight {
+    pub(crate) fn new(core: &Arc<Core>, tasks: u64) -> Self {
+        core.running.enqueue(tasks);
+        InFlight(core.clone(), tasks)
+    }
+
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.0
+    }
+
+    /// One of a chunk's tasks' share of the count, for the job the chunk's job hands that task
+    /// on with: the count moves from one job to the other without being given back and taken
+    /// again, so the task counts exactly once all along (and the shared counter is not touched).
+    pub(crate) fn split_one(&mut self) -> InFlight {
+        debug_assert!(self.1 > 0, "a chunk hands on no more tasks than it counts");
+        self.1 = self.1.saturating_sub(1);
+        InFlight(self.0.clone(), 1)
+    }
+
+    /// Hands the job of `fire` (counted by this) to `executor` (which is `pool`), for `core`
+    /// (this job's timer).
+    pub(crate) fn send(self, core: &Core, fire: Fire, executor: &Arc<dyn Executor>, pool: Pool) {
+        let _span = crate::service::trace::handoff(fire.shard, fire.slot, pool);
+        self.submit(core, executor, move |queued| run(queued.core(), fire, pool));
+    }
+
+    /// Hands `job` to `executor`, the count travelling with it (see [`send_job`]). An
+    /// `execute` that panics is the user's code: counted and reported like a panicking task
+    /// (`core` is this job's timer, passed in because the job has taken this count's handle).
+    pub(crate) fn submit(
+        mut self,
+        core: &Core,
+        executor: &Arc<dyn Executor>,
+        job: impl FnOnce(&mut InFlight) + Send + 'static,
+    ) {
+        let sent = panic::catch(|| executor.execute(Box::new(move || job(&mut self))));
+        if let Err(message) = sent {
+            core.panics.report(message);
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if self.1 == 0 {
+            return; // a chunk whose tasks all went on with their share
+        }
+        self.0.running.dequeue(self.1);
+    }
+}
+
+/// Starts a run meant for clock time `meant`, or, if `label` holds a stale instant (one
+/// before the clock began), for that instant, which this takes: counts the run with its
+/// lateness to clock time `started`, and returns its context.
+pub(crate) fn start_run<'a>(
+    core: &'a Arc<Core>,
+    meant: u64,
+    started: u64,
+    run: u64,
+    label: &'a mut Labels,
+) -> TaskContext<'a> {
+    let stale = label.as_mut().and_then(|l| l.stale.take());
+    let (scheduled, late) = match stale {
+        None => (core.instant_of(meant), started.saturating_sub(meant)),
+        // Late by the time from `at` to the clock's beginning, and on to the start.
+        Some(at) => (at, ns_since(at, core.origin).saturating_add(started)),
+    };
+    core.count_run(late);
+    let late = Duration::from_nanos(late);
+    TaskContext::new(Some(core), scheduled, late, run, key_of(label))
+}
+
+/// What a handle's cancel answers, given what the shard's [`Shard::cancel`] did: true if it
+/// stopped the task. A cancel that landed during a run of a periodic task waits for that run to
+/// end, so that nothing of the task runs after `cancel` returns true. Not from inside a task,
+/// though: that may be the run itself, or a task that the run is cancelling at the same moment
+/// (each would wait for the other for ever).
+#[inline(always)]
+pub(crate) fn cancelled(shard: &Shard, i: u32, cancel: Cancel) -> bool {
+    match cancel {
+        Cancel::Refused => false,
+        Cancel::Stopped => true,
+        Cancel::StoppedRunning(generation) => {
+            wait_cancelled_run(shard, i, generation);
+            true
+        }
+    }
+}
+
+#[cold]
+fn wait_cancelled_run(shard: &Shard, i: u32, generation: u32) {
+    if active::inside_a_task() {
+        return;
+    }
+    // The job holds the timer alive while it runs, so a run in progress means a live core.
+    if let Some(core) = shard.timer() {
+        core.running
+            .wait_run_end(|| shard.run_in_progress(i, generation));
+    }
+}
+
+/// Which timers' jobs this thread is running, innermost last: a `shutdown` from inside a job
+/// does not wait for the jobs of its own thread.
+// loom's `thread_local!` has no `const { .. }` form, and this must build under both.
+#[allow(clippy::missing_const_for_thread_local)]
 
 /// The job of `fire`: runs its task if it still is due (not cancelled or handed back meanwhile).
 pub(crate) fn run(core: &Arc<Core>, fire: Fire, pool: Pool) {
@@ -39,7 +175,7 @@ pub(crate) fn run(core: &Arc<Core>, fire: Fire, pool: Pool) {
         // wake-up: the tick thread does that itself, and it belongs to no class.)
         let (slow, to) = core.routes.pick(route, || core.clock.now(), &core.executor);
         if to == Pool::Slow {
-            return core.send(fire, slow, to);
+            return send(core, fire, slow, to);
         }
     }
     let watched = core.routes.watched(route);
@@ -48,12 +184,12 @@ pub(crate) fn run(core: &Arc<Core>, fire: Fire, pool: Pool) {
     let _place = match (pool, watched) {
         (Pool::Main, Some(r)) => match core.routes.enter_pool(r) {
             Ok(place) => Some(place),
-            Err(slow) => return core.send(fire, slow, Pool::Slow),
+            Err(slow) => return send(core, fire, slow, Pool::Slow),
         },
         _ => None,
     };
     // Counted as running before the claim, so a shutdown that sees the claim waits for the run.
-    let _running = core.running.enter(core);
+    let _running = core.running.enter(core.id, &core.lifecycle);
     let Some((run, work)) = s.start(fire.generation) else {
         return; // cancelled on the way, or claimed by shutdown: nothing to run
     };
@@ -64,7 +200,7 @@ pub(crate) fn run(core: &Arc<Core>, fire: Fire, pool: Pool) {
     }
     match work {
         Work::Once { f, mut label, .. } => {
-            let mut cx = core.start_run(fire.meant, started, 1, &mut label);
+            let mut cx = start_run(core, fire.meant, started, 1, &mut label);
             core.panics.run(|| f.into_inner()(&mut cx));
             if core.routes.isolation.is_some() {
                 record_run(core, fire, pool, started, core.clock.now(), None);
@@ -198,7 +334,7 @@ impl Periodic<'_> {
             } else {
                 repeat.runs += 1;
                 let Repeat { f, runs, label, .. } = &mut *repeat;
-                let mut cx = core.start_run(meant, started, *runs, label);
+                let mut cx = start_run(core, meant, started, *runs, label);
                 core.panics.run(|| f.get_mut()(&mut cx));
                 stopped = cx.is_stopped();
             }

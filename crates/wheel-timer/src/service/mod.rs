@@ -5,8 +5,9 @@
 //! | file | what it holds |
 //! |---|---|
 //! | `core.rs` | `Core`: the state a timer's threads share, and the maths between instants and clock time |
-//! | `add.rs` | the add path: a thread's own shard, no lock |
 //! | `dispatch.rs` | the tick thread's hand-out of due tasks to the executors, in chunks |
+//! | `work.rs` | what a slot holds for a task (closure, cadence, label), and `MisfirePolicy` |
+//! | `context.rs` | `TaskContext`, what a run sees |
 //! | `job.rs` | a fired task's job: claim, run, then end, re-arm or hand back |
 //! | `running.rs` | jobs on their way and jobs running: the backlog, `wait_idle`, cancel's wait |
 //! | `shutdown.rs` | shutdown: refuse adds, collect, wait, run or hand back |
@@ -20,8 +21,8 @@
 //!
 //! Imports from `shard` and `slots` below it.
 
-pub(crate) mod add;
 pub(crate) mod class;
+pub(crate) mod context;
 pub(crate) mod core;
 pub(crate) mod dispatch;
 pub(crate) mod histogram;
@@ -34,3 +35,4 @@ pub(crate) mod running;
 pub(crate) mod shutdown;
 pub(crate) mod thread_cache;
 pub(crate) mod trace;
+pub(crate) mod work;

@@ -14,7 +14,7 @@
 mod imp {
     use std::sync::{Arc, Mutex, OnceLock};
 
-    use crate::shard::Shard;
+    use crate::service::core::Shard;
     use crate::slots::append_only::AppendOnly;
 
     /// A shard as a lookup returns it: shards are never freed.
@@ -119,7 +119,7 @@ mod imp {
 mod imp {
     use std::sync::{Arc, Mutex};
 
-    use crate::shard::Shard;
+    use crate::service::core::Shard;
 
     /// A shard as a lookup returns it: the model forgets shards with their timer.
     #[derive(Clone)]

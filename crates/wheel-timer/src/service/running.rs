@@ -1,17 +1,12 @@
 //! Jobs on their way to a run and jobs running: the backlog that `max_pending` bounds and
-//! `wait_idle` waits out (a count that travels with each job, [`InFlight`]), and the runs that
+//! `wait_idle` waits out (a count that travels with each job, `job::InFlight`), and the runs that
 //! `shutdown` and a cancel of a running periodic task wait for ([`Running`], [`active`]).
 
-use std::sync::Arc;
 use std::time::Instant;
-
-use tickwheel_executor::Executor;
 
 use crate::loom::atomic::{AtomicU64, Ordering::*, fence};
 use crate::loom::{Condvar, Mutex};
-use crate::service::core::Core;
-use crate::service::route::Pool;
-use crate::shard::Fire;
+use crate::service::lifecycle::Lifecycle;
 
 /// Jobs that have claimed a task and not finished: `shutdown` waits for them. And jobs handed to
 /// the executor and not yet dropped: `wait_idle` waits for them.
@@ -26,71 +21,6 @@ pub(crate) struct Running {
     idle: Condvar,
 }
 
-/// A job on its way through the executor, and the tasks it still counts for in the backlog (see
-/// [`Running::wait_idle`]).
-pub(crate) struct InFlight(Arc<Core>, u64);
-
-impl InFlight {
-    pub(crate) fn new(core: &Arc<Core>, tasks: u64) -> Self {
-        core.running.queued.fetch_add(tasks, SeqCst);
-        InFlight(core.clone(), tasks)
-    }
-
-    pub(crate) fn core(&self) -> &Arc<Core> {
-        &self.0
-    }
-
-    /// One of a chunk's tasks' share of the count, for the job the chunk's job hands that task
-    /// on with: the count moves from one job to the other without being given back and taken
-    /// again, so the task counts exactly once all along (and the shared counter is not touched).
-    pub(crate) fn split_one(&mut self) -> InFlight {
-        debug_assert!(self.1 > 0, "a chunk hands on no more tasks than it counts");
-        self.1 = self.1.saturating_sub(1);
-        InFlight(self.0.clone(), 1)
-    }
-
-    /// Hands the job of `fire` (counted by this) to `executor` (which is `pool`), for `core`
-    /// (this job's timer).
-    pub(crate) fn send(self, core: &Core, fire: Fire, executor: &Arc<dyn Executor>, pool: Pool) {
-        let _span = crate::service::trace::handoff(fire.shard, fire.slot, pool);
-        self.submit(core, executor, move |queued| {
-            crate::service::job::run(queued.core(), fire, pool)
-        });
-    }
-
-    /// Hands `job` to `executor`, the count travelling with it (see [`Core::send_job`]). An
-    /// `execute` that panics is the user's code: counted and reported like a panicking task
-    /// (`core` is this job's timer, passed in because the job has taken this count's handle).
-    pub(crate) fn submit(
-        mut self,
-        core: &Core,
-        executor: &Arc<dyn Executor>,
-        job: impl FnOnce(&mut InFlight) + Send + 'static,
-    ) {
-        let sent =
-            crate::service::panic::catch(|| executor.execute(Box::new(move || job(&mut self))));
-        if let Err(message) = sent {
-            core.panics.report(message);
-        }
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        if self.1 == 0 {
-            return; // a chunk whose tasks all went on with their share
-        }
-        let running = &self.0.running;
-        running.queued.fetch_sub(self.1, SeqCst);
-        // Dekker with `wait_idle`: it counts itself in, then reads `queued`; this counts the job
-        // out, then reads the waiters. One of the two sees the other.
-        if running.idle_waiters.load(SeqCst) > 0 {
-            drop(running.lock.lock());
-            running.idle.notify_all();
-        }
-    }
-}
-
 impl Running {
     pub(crate) fn new() -> Self {
         Running {
@@ -103,12 +33,31 @@ impl Running {
     }
 
     /// Counts a job as running until the guard drops, and marks this thread as running a job of
-    /// `core` (for a `shutdown` or `cancel` called from inside it). Taken before the job claims
-    /// its task.
-    pub(crate) fn enter<'a>(&'a self, core: &'a Core) -> RunningGuard<'a> {
+    /// the timer `id` (for a `shutdown` or `cancel` called from inside it). Taken before the job
+    /// claims its task; `lifecycle` is that timer's (a shutdown waits for the guard's drop).
+    pub(crate) fn enter<'a>(&'a self, id: u64, lifecycle: &'a Lifecycle) -> RunningGuard<'a> {
         self.count.fetch_add(1, SeqCst);
-        active::enter(core.id);
-        RunningGuard { core }
+        active::enter(id);
+        RunningGuard {
+            running: self,
+            lifecycle,
+        }
+    }
+
+    /// Counts `tasks` handed to an executor (see [`InFlight`]).
+    pub(crate) fn enqueue(&self, tasks: u64) {
+        self.queued.fetch_add(tasks, SeqCst);
+    }
+
+    /// `tasks` handed to an executor are done, or dropped: wakes `wait_idle` if need be.
+    pub(crate) fn dequeue(&self, tasks: u64) {
+        self.queued.fetch_sub(tasks, SeqCst);
+        // Dekker with `wait_idle`: it counts itself in, then reads `queued`; this counts the job
+        // out, then reads the waiters. One of the two sees the other.
+        if self.idle_waiters.load(SeqCst) > 0 {
+            drop(self.lock.lock());
+            self.idle.notify_all();
+        }
     }
 
     /// A run that a cancel asked to stop has ended: wake the cancels waiting for it.
@@ -166,27 +115,24 @@ impl Running {
 
 /// See [`Running::enter`].
 pub(crate) struct RunningGuard<'a> {
-    core: &'a Core,
+    running: &'a Running,
+    lifecycle: &'a Lifecycle,
 }
 
 impl Drop for RunningGuard<'_> {
     fn drop(&mut self) {
         active::leave();
-        let running = &self.core.running;
+        let running = self.running;
         running.count.fetch_sub(1, SeqCst);
         // Only a shutdown waits; it moves the lifecycle and fences before it reads the count.
         fence(SeqCst);
-        if !self.core.lifecycle.is_open() {
+        if !self.lifecycle.is_open() {
             drop(running.lock.lock());
             running.idle.notify_all();
         }
     }
 }
 
-/// Which timers' jobs this thread is running, innermost last: a `shutdown` from inside a job
-/// does not wait for the jobs of its own thread.
-// loom's `thread_local!` has no `const { .. }` form, and this must build under both.
-#[allow(clippy::missing_const_for_thread_local)]
 pub(crate) mod active {
     use std::cell::RefCell;
 

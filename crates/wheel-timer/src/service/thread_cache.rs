@@ -9,8 +9,8 @@ use std::cell::{Cell, RefCell};
 use std::sync::{Arc, Weak};
 
 use crate::service::core::Core;
+use crate::service::core::Shard;
 use crate::service::registry::{self, ShardRef};
-use crate::shard::Shard;
 use crate::slots::owner::OwnerToken;
 
 crate::loom::thread_local! {

@@ -6,7 +6,7 @@ use tickwheel_reaper::{Clock, Due};
 
 use super::*;
 
-impl Shard {
+impl<K: Kind> Shard<K> {
     /// The deadline of the waiting task in slot `i` of `generation`, stamping it (and the ring
     /// with it) first if it has none yet. `None` if the task is not waiting. Tasks found due on
     /// the way are appended to `due`. Also returns the time the tick thread must be woken by

@@ -28,7 +28,8 @@
 //! sooner than either: it wakes the tick thread by what it lowered `next_wake` to.
 
 use std::collections::VecDeque;
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
+use std::task::Waker;
 
 use crossbeam_utils::CachePadded;
 use tickwheel_reaper::Due;
@@ -37,16 +38,13 @@ use tickwheel_wheel::{TimerId, TimingWheel};
 mod deadline;
 mod moves;
 pub(crate) mod ring;
-pub(crate) use moves::Rearm;
+pub(crate) use moves::{Cancel, Rearm};
 mod stamp;
 mod young;
 
-use crate::api::task::Work;
 use crate::loom::atomic::{AtomicU64, Ordering::*};
 use crate::loom::{Mutex, MutexGuard};
-use crate::service::core::Core;
 use crate::slots::owner::OwnerToken;
-use crate::slots::slot::Slot;
 use crate::slots::table::Slots;
 use crate::slots::word::{
     CANCELLED, DONE, DUE, PERIODIC, QUEUED, RETURNED, RUNNING, STAMPED, STOP, VACANT, WAITING,
@@ -54,11 +52,20 @@ use crate::slots::word::{
 };
 use ring::Ring;
 
-/// A job's hold on the task it claimed, in a shard (see `slots/slot.rs`).
-pub(crate) type Run<'a> = crate::slots::slot::Run<'a, Work>;
+/// What a shard's slots hold and whom the shard serves: fixed by the layer above (the service's
+/// `Tasks`), so this layer names neither.
+pub(crate) trait Kind: Sized + 'static {
+    /// A task, as a slot holds it.
+    type Work: Send + 'static;
+    /// The timer the shard belongs to (its back-pointer: [`Shard::timer`]).
+    type Timer: Send + Sync + 'static;
+    /// The waker place of a task that wakes a future (`None` for any other task): shutdown's
+    /// drain puts the future's waker there, to be woken outside the lock.
+    fn waker(work: &mut Self::Work) -> Option<&mut Option<Waker>>;
+}
 
-// A slot, its word and its task, is one cache line.
-const _: () = assert!(std::mem::size_of::<Slot<Work>>() == 64);
+/// A job's hold on the task it claimed (see `slots/slot.rs`).
+pub(crate) type Run<'a, K> = crate::slots::slot::Run<'a, <K as Kind>::Work>;
 
 /// A task found due: what its job needs to find and run it.
 #[derive(Clone, Copy, Debug)]
@@ -79,9 +86,9 @@ pub(crate) struct Fire {
 pub(crate) const WAKE_HERE: u32 = u32::MAX;
 
 /// A task handed back by shutdown: its deadline (clock ns) and its closure.
-pub(crate) struct Returned {
+pub(crate) struct Returned<W> {
     pub(crate) deadline: u64,
-    pub(crate) work: Work,
+    pub(crate) work: W,
     /// A future's task that shutdown's drain ended as fired (`DONE`): its deadline had come by
     /// the drain's clock reading. False for every other task.
     pub(crate) elapsed: bool,
@@ -89,10 +96,10 @@ pub(crate) struct Returned {
     pub(crate) route: u32,
 }
 
-pub(crate) struct Shard {
+pub(crate) struct Shard<K: Kind> {
     /// Its id in the process-wide registry.
     pub(crate) id: u32,
-    pub(crate) slots: Slots<Work>,
+    pub(crate) slots: Slots<K::Work>,
     ring: Ring,
     owner: CachePadded<OwnerSide>,
     consumer: CachePadded<ConsumerSide>,
@@ -102,7 +109,7 @@ pub(crate) struct Shard {
     /// Longest an unstamped record may wait for its stamp, clock ns (the tick of its timer).
     bound: AtomicU64,
     /// The timer the shard belongs to now (it is reused by the next one when that one is gone).
-    core: Mutex<Weak<Core>>,
+    timer: Mutex<Weak<K::Timer>>,
 }
 
 /// `seen_flushes` of a reading that is not to be reused (no drain count reaches it).
@@ -188,9 +195,9 @@ fn bump(counter: &AtomicU64) {
     counter.store(counter.load(Relaxed) + 1, Release);
 }
 
-impl Shard {
+impl<K: Kind> Shard<K> {
     /// A shard for the timer `core` (whose tick is `tick_ns`, wheels `wheel_size` wide).
-    pub(crate) fn new(id: u32, core: Weak<Core>, tick_ns: u64, wheel_size: usize) -> Self {
+    pub(crate) fn new(id: u32, timer: Weak<K::Timer>, tick_ns: u64, wheel_size: usize) -> Self {
         let wheel =
             TimingWheel::new(tick_ns, wheel_size, 0).expect("the builder validated the wheel");
         let consumer = ConsumerSide::default();
@@ -209,14 +216,14 @@ impl Shard {
                 young: VecDeque::new(),
             }),
             bound: AtomicU64::new(tick_ns),
-            core: Mutex::new(core),
+            timer: Mutex::new(timer),
         }
     }
 
     /// Gives a spare shard, whose last timer is gone, to the timer `core`: a fresh wheel, zero
     /// counts, an empty ring. Its slots stay as they are (vacant, or pinned by an old handle to
     /// a task that is final).
-    pub(crate) fn adopt(&self, core: Weak<Core>, tick_ns: u64, wheel_size: usize) {
+    pub(crate) fn adopt(&self, timer: Weak<K::Timer>, tick_ns: u64, wheel_size: usize) {
         let mut locked = self.locked.lock();
         locked.wheel =
             TimingWheel::new(tick_ns, wheel_size, 0).expect("the builder validated the wheel");
@@ -239,12 +246,12 @@ impl Shard {
         }
         self.consumer.next_wake.store(u64::MAX, SeqCst);
         self.bound.store(tick_ns, Relaxed);
-        *self.core.lock() = core;
+        *self.timer.lock() = timer;
     }
 
     /// The timer the shard belongs to, if it is still there.
-    pub(crate) fn core(&self) -> Option<std::sync::Arc<Core>> {
-        self.core.lock().upgrade()
+    pub(crate) fn timer(&self) -> Option<Arc<K::Timer>> {
+        self.timer.lock().upgrade()
     }
 
     // ----- ownership -----

@@ -4,17 +4,17 @@
 
 use tickwheel_reaper::{Clock, Due};
 
-use crate::service::running::active;
 use crate::slots::word::BUSY;
 
 use super::*;
 
-impl Shard {
-    /// Stops the task in slot `i` (pinned by the caller's handle): true iff this call stopped it
-    /// from running (again). The closure is dropped before returning, outside every lock, and
-    /// after the cancel is counted: a panic in its `Drop` reaches the caller, not the counts.
+impl<K: Kind> Shard<K> {
+    /// Stops the task in slot `i` (pinned by the caller's handle): whether this call stopped it
+    /// from running (again), and if a run of it is in progress. The closure is dropped before
+    /// returning, outside every lock, and after the cancel is counted: a panic in its `Drop`
+    /// reaches the caller, not the counts.
     #[inline(always)]
-    pub(crate) fn cancel(&self, i: u32) -> bool {
+    pub(crate) fn cancel(&self, i: u32) -> Cancel {
         let s = self.slots.get(i);
         let generation = s.word().generation();
         // The common case: a task not yet stamped.
@@ -26,18 +26,18 @@ impl Shard {
         )
         .is_some()
         {
-            return true;
+            return Cancel::Stopped;
         }
         self.cancel_slow(i, generation)
     }
 
     #[inline(never)]
-    fn cancel_slow(&self, i: u32, generation: u32) -> bool {
+    fn cancel_slow(&self, i: u32, generation: u32) -> Cancel {
         let s = self.slots.get(i);
         loop {
             let w = s.word();
             if w.generation() != generation {
-                return false;
+                return Cancel::Refused;
             }
             match w.state() {
                 QUEUED | DUE => {
@@ -49,7 +49,7 @@ impl Shard {
                     ) {
                         self.count_cancel(old.state() == QUEUED);
                         drop(task);
-                        return true;
+                        return Cancel::Stopped;
                     }
                 }
                 WAITING => {
@@ -66,7 +66,7 @@ impl Shard {
                     drop(locked);
                     self.count_cancel(false);
                     drop(task);
-                    return true;
+                    return Cancel::Stopped;
                 }
                 RUNNING if w.has(PERIODIC) && !w.has(STOP) => {
                     if let Some(old) = s.transition(
@@ -75,32 +75,22 @@ impl Shard {
                         |w| w.with(STOP),
                     ) {
                         self.count_cancel(false);
-                        if old.has(BUSY) {
-                            self.wait_run_end(i, generation);
-                        }
-                        return true;
+                        return match old.has(BUSY) {
+                            true => Cancel::StoppedRunning(generation),
+                            false => Cancel::Stopped,
+                        };
                     }
                 }
-                _ => return false,
+                _ => return Cancel::Refused,
             }
         }
     }
 
-    /// A cancel landed during a run of the periodic task in slot `i`: waits for the run to end.
-    /// Not from inside a task, though: that may be the run itself, or a task that the run is
-    /// cancelling at the same moment (each would wait for the other for ever).
-    fn wait_run_end(&self, i: u32, generation: u32) {
-        if active::inside_a_task() {
-            return;
-        }
-        // The job holds the timer alive while it runs, so a busy run means a live core.
-        if let Some(core) = self.core() {
-            let s = self.slots.get(i);
-            core.running.wait_run_end(|| {
-                let w = s.word();
-                w.is(generation, RUNNING) && w.has(BUSY)
-            });
-        }
+    /// True while the run of the periodic task in slot `i` (of `generation`) that a cancel
+    /// landed in is still in progress (see [`Cancel::StoppedRunning`]).
+    pub(crate) fn run_in_progress(&self, i: u32, generation: u32) -> bool {
+        let w = self.slots.get(i).word();
+        w.is(generation, RUNNING) && w.has(BUSY)
     }
 
     #[inline(always)]
@@ -179,12 +169,12 @@ impl Shard {
     /// wheel nobody drains again.
     pub(crate) fn rearm<'a>(
         &self,
-        run: Run<'a>,
+        run: Run<'a, K>,
         fire: Fire,
         next: u64,
-        work: Work,
+        work: K::Work,
         open: impl FnOnce() -> bool,
-    ) -> Result<u64, Rearm<'a>> {
+    ) -> Result<u64, Rearm<'a, K>> {
         let s = run.slot();
         let mut locked = self.locked.lock();
         if !open() {
@@ -213,10 +203,22 @@ impl Shard {
     }
 }
 
+/// What [`Shard::cancel`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Cancel {
+    /// Nothing: the task had ended, or another cancel stopped it first.
+    Refused,
+    /// Stopped: it will not run (again).
+    Stopped,
+    /// Stopped, while a run of the periodic task (of this generation) is in progress: the run
+    /// finishes, and a caller that promises "no run after I return" waits for it.
+    StoppedRunning(u32),
+}
+
 /// Why [`Shard::rearm`] did not put a periodic task back: the job keeps its hold and the work.
-pub(crate) enum Rearm<'a> {
+pub(crate) enum Rearm<'a, K: Kind> {
     /// A cancel asked it to stop.
-    Stopped(Run<'a>, Work),
+    Stopped(Run<'a, K>, K::Work),
     /// Shutdown has begun: the task goes back to its caller.
-    Closing(Run<'a>, Work),
+    Closing(Run<'a, K>, K::Work),
 }

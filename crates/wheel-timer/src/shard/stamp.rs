@@ -8,7 +8,7 @@ use tickwheel_reaper::{Clock, Due};
 
 use super::*;
 
-impl Shard {
+impl<K: Kind> Shard<K> {
     /// Drains the ring now, and then files `extra` (a record whose deadline is already stamped)
     /// the same way. Used by the owner (a full ring, a short delay) with the ring's producer side
     /// idle. Due items are appended to `due`; returns the new `next_wake`.
@@ -247,7 +247,7 @@ impl Shard {
 
     /// Hands back every task not yet running (`QUEUED`, `WAITING`, `DUE`), with its deadline
     /// (stamped with `now` if it had none yet), and empties the wheel and the ring.
-    pub(crate) fn drain(&self, now: u64, out: &mut Vec<Returned>) {
+    pub(crate) fn drain(&self, now: u64, out: &mut Vec<Returned<K::Work>>) {
         let mut locked = self.locked.lock();
         self.ring.clear(); // the scan below finds their slots
         for i in 0..self.slots.len() {
@@ -274,8 +274,8 @@ impl Shard {
             ) else {
                 continue;
             };
-            if let Work::Wake(waker) = &mut work {
-                // The word moved first (see `future/mod.rs`); shutdown wakes it, outside the
+            if let Some(waker) = K::waker(&mut work) {
+                // The word moved first (see `slots/waker.rs`); shutdown wakes it, outside the
                 // lock. (The future may let the slot go meanwhile, but no add takes a slot of a
                 // timer shutting down. `or_grow`: see `job::run`.)
                 *waker = self.slots.waker_cell_or_grow(i).take();
@@ -320,7 +320,7 @@ pub(crate) struct Stamping {
     owner: bool,
 }
 
-impl tickwheel_reaper::Shard for Shard {
+impl<K: Kind> tickwheel_reaper::Shard for Shard<K> {
     type Item = Fire;
 
     fn next_wake(&self) -> u64 {

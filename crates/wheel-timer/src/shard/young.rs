@@ -30,7 +30,7 @@ const YOUNG_PREFETCH: usize = 16;
 /// Well under `YOUNG_TICKS`, so a task is still filed long before its deadline.
 const YOUNG_BATCH_TICKS: u64 = 64;
 
-impl Shard {
+impl<K: Kind> Shard<K> {
     /// Files the young tasks whose time came by clock time `now` (see the module docs); the
     /// ones cancelled meanwhile are skipped.
     pub(super) fn file_young(&self, locked: &mut Locked, now: u64, due: &mut Vec<Due<Fire>>) {

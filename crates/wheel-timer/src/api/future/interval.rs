@@ -7,10 +7,10 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use super::{Outcome, Sleep};
-use crate::api::task::MisfirePolicy;
 use crate::loom::atomic::Ordering::Relaxed;
 use crate::service::core::Core;
 use crate::service::job::next_run;
+use crate::service::work::MisfirePolicy;
 
 /// Ticks every `period`, from [`Timer::interval`](crate::Timer::interval) and
 /// [`Timer::interval_at`](crate::Timer::interval_at).

@@ -3,7 +3,7 @@
 //!
 //! A future is a timer like any other: arming it adds a task to the calling thread's shard, so it
 //! counts in `pending()` and `stats()`, is never early and fires at most once per arming. Its task
-//! holds no closure ([`Work::Wake`](crate::api::task::Work)); the thread that hands the task out (the
+//! holds no closure ([`Work::Wake`](crate::service::work::Work)); the thread that hands the task out (the
 //! tick thread, or an add that is due at once) wakes the future itself, outside every lock,
 //! instead of sending a job through the pool. Dropping the future cancels its task at once.
 //!

@@ -9,9 +9,10 @@ use std::time::Instant;
 
 use super::Outcome;
 use crate::api::handle::TimerHandle;
-use crate::api::task::{Task, When, Work};
+use crate::api::task::Task;
 use crate::service::core::{Core, instant_at, ns_since};
 use crate::service::registry;
+use crate::service::work::{When, Work};
 
 /// A future that completes once the timer's clock reaches its deadline: never early, on the real
 /// clock or a [`ManualClock`](crate::ManualClock). Made by [`Timer::sleep`](crate::Timer::sleep)
@@ -85,7 +86,7 @@ impl TimerRef {
             return None;
         }
         registry::shard(self.shard)
-            .core()
+            .timer()
             .filter(|core| core.id == self.id)
     }
 }
@@ -305,7 +306,7 @@ fn arm(core: &Arc<Core>, when: When) -> Option<TimerHandle> {
         work: Work::Wake(None),
         route: None,
     };
-    crate::service::add::add(core, task).ok()
+    crate::api::add::add(core, task).ok()
 }
 
 /// How an arming that got `handle` ended already: shut down if it was refused.

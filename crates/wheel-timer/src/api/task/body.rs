@@ -1,7 +1,7 @@
 //! What a task runs: the closure traits [`OnceBody`] and [`RepeatBody`], which let `Task`'s
 //! constructors take a closure with or without a [`TaskContext`], and box it once.
 
-use crate::api::task::context::TaskContext;
+use crate::service::context::TaskContext;
 
 /// A closure a one-shot [`Task`](crate::Task) can run: `FnOnce()`, or
 /// `FnOnce(&mut TaskContext<'_>)` for a task that wants to know when it was due or reach its

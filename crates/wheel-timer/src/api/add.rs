@@ -30,12 +30,14 @@ use std::sync::Arc;
 
 use crate::api::error::AddError;
 use crate::api::handle::TimerHandle;
-use crate::api::task::{Task, When, Work};
+use crate::api::task::Task;
 use crate::loom::atomic::{Ordering::*, fence};
 use crate::service::core::Core;
+use crate::service::core::Shard;
+use crate::service::dispatch;
 use crate::service::route::{DEFAULT_ROUTE, SELF_CLASS};
 use crate::service::thread_cache;
-use crate::shard::Shard;
+use crate::service::work::{When, Work};
 use crate::shard::ring;
 use crate::slots::word::{DUE, PERIODIC, PLAIN, QUEUED, STAMPED, WAKE, Word};
 
@@ -186,7 +188,7 @@ fn file_now(shard: &Shard, core: &Arc<Core>, i: u32, generation: u32, plan: Plan
     let clock = core.clock.as_ref();
     let next = match plan {
         Plan::Due { meant } => {
-            core.dispatch(shard.fire(i, generation, meant, meant));
+            dispatch::dispatch(core, shard.fire(i, generation, meant, meant));
             return;
         }
         Plan::Stamped { now: true, .. } => {
@@ -205,7 +207,7 @@ fn file_now(shard: &Shard, core: &Arc<Core>, i: u32, generation: u32, plan: Plan
     };
     core.reaper.wake_by(next);
     for d in due.drain(..) {
-        core.dispatch(d);
+        dispatch::dispatch(core, d);
     }
 }
 
