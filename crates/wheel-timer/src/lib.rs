@@ -77,12 +77,28 @@
 //!
 //! Neither is on by default.
 
-// The layers, bottom first; each imports only from those below it (see `docs/architecture.md`).
-mod api;
+// The source tree is four layers, one folder each, bottom first. A file imports only from its
+// own layer and those below (`tests/api/layers.rs` checks it), and every `unsafe` block is in
+// the bottom one. Each folder's `mod.rs` lists its files; `docs/architecture.md` tells the whole.
+// (`loom.rs`, beneath them all, swaps in loom's primitives under `cfg(loom)`.)
+
 mod loom;
-mod service;
-mod shard;
+
+/// Layer 1: the slot protocol (a shard's task slots, their state words, ownership, free lists,
+/// a future's waker cell).
 mod slots;
+
+/// Layer 2: one adding thread's shard (its slots, the ring of unstamped adds, its wheel), generic
+/// over what a slot holds.
+mod shard;
+
+/// Layer 3: one timer's shared state (`Core`), the jobs that run fired tasks, the hand-out,
+/// shutdown, isolation, panics.
+mod service;
+
+/// Layer 4: what users call (`Timer`, `TimerBuilder`, `Task`, `TimerHandle`, the futures, the
+/// add path).
+mod api;
 
 pub use api::builder::TimerBuilder;
 pub use api::error::{AddError, BuildError};

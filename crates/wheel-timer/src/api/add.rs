@@ -240,7 +240,7 @@ fn plan(shard: &Shard, core: &Core, when: &When, work: &Work) -> Plan {
 }
 
 /// Marks a task due at once for an instant before the clock began as meant for that instant
-/// (see [`Label::stale`](crate::api::task::Label::stale)); a fixed-rate task's grid instead starts at
+/// (see [`Label::stale`](crate::service::work::Label::stale)); a fixed-rate task's grid instead starts at
 /// its first point at or after the beginning (see [`Core::ns_at`]).
 #[cold]
 fn mark_if_stale(core: &Core, task: &mut Task) {

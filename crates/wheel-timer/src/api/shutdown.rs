@@ -18,7 +18,7 @@ use crate::service::work::When;
 ///
 /// let timer = Timer::new()?;
 /// timer.add_or_submit(Task::after(Duration::ZERO, || println!("due: runs before shutdown returns")))?;
-/// timer.add_or_submit(Task::after(Duration::from_secs(3600), || {}).with_key("lease-7"))?;
+/// timer.add_or_submit(Task::after(Duration::from_secs(3600), || {}).keyed("lease-7"))?;
 /// let report = timer.shutdown_with(
 ///     ShutdownOptions::new()
 ///         .wait_at_most(Duration::from_secs(5)) // for tasks already running

@@ -286,7 +286,7 @@ impl Timer {
     /// [`shutdown`](Self::shutdown) with options: a limit on the wait for running tasks, and
     /// running the due tasks instead of handing them back. Returns what it did.
     ///
-    /// To persist pending work across a restart, give tasks a key ([`Task::with_key`]) and
+    /// To persist pending work across a restart, give tasks a key ([`Task::keyed`]) and
     /// store each returned task's key with its wall-clock deadline:
     ///
     /// ```
@@ -294,7 +294,7 @@ impl Timer {
     /// use tickwheel::{ShutdownOptions, Task, Timer};
     ///
     /// let timer = Timer::new()?;
-    /// timer.add_or_submit(Task::after(Duration::from_secs(900), || {}).with_key("order-42"))?;
+    /// timer.add_or_submit(Task::after(Duration::from_secs(900), || {}).keyed("order-42"))?;
     /// let report = timer.shutdown_with(ShutdownOptions::new().wait_at_most(Duration::from_secs(5)));
     /// assert_eq!(report.still_running, 0);
     /// let saved: Vec<(String, SystemTime)> = report

@@ -76,7 +76,7 @@ impl<'a> TaskContext<'a> {
         self.run
     }
 
-    /// The task's key, if it was given one ([`Task::with_key`]).
+    /// The task's key, if it was given one ([`Task::keyed`](crate::Task::keyed)).
     pub fn key(&self) -> Option<&str> {
         self.key.map(String::as_str)
     }

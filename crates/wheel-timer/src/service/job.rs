@@ -50,7 +50,7 @@ pub(crate) fn send_job(
 }
 
 /// A job on its way through the executor, and the tasks it still counts for in the backlog (see
-/// [`Running::wait_idle`]).
+/// [`Running::wait_idle`](crate::service::running::Running::wait_idle)).
 pub(crate) struct InFlight(Arc<Core>, u64);
 
 impl InFlight {
@@ -153,11 +153,6 @@ fn wait_cancelled_run(shard: &Shard, i: u32, generation: u32) {
             .wait_run_end(|| shard.run_in_progress(i, generation));
     }
 }
-
-/// Which timers' jobs this thread is running, innermost last: a `shutdown` from inside a job
-/// does not wait for the jobs of its own thread.
-// loom's `thread_local!` has no `const { .. }` form, and this must build under both.
-#[allow(clippy::missing_const_for_thread_local)]
 
 /// The job of `fire`: runs its task if it still is due (not cancelled or handed back meanwhile).
 pub(crate) fn run(core: &Arc<Core>, fire: Fire, pool: Pool) {

@@ -44,7 +44,7 @@ impl Running {
         }
     }
 
-    /// Counts `tasks` handed to an executor (see [`InFlight`]).
+    /// Counts `tasks` handed to an executor (see [`InFlight`](crate::service::job::InFlight)).
     pub(crate) fn enqueue(&self, tasks: u64) {
         self.queued.fetch_add(tasks, SeqCst);
     }
@@ -133,6 +133,10 @@ impl Drop for RunningGuard<'_> {
     }
 }
 
+/// Which timers' jobs this thread is running, innermost last: a `shutdown` from inside a job
+/// does not wait for the jobs of its own thread.
+// loom's `thread_local!` has no `const { .. }` form, and this must build under both.
+#[allow(clippy::missing_const_for_thread_local)]
 pub(crate) mod active {
     use std::cell::RefCell;
 

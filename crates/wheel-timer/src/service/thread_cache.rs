@@ -5,7 +5,7 @@
 // loom's `thread_local!` has no `const { .. }` form, and this must build under both.
 #![allow(clippy::missing_const_for_thread_local)]
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::sync::{Arc, Weak};
 
 use crate::service::core::Core;
@@ -28,7 +28,7 @@ std::thread_local! {
     /// the 400 instructions of an add + cancel). Set when the entry in `CURRENT` is looked up or
     /// put there; cleared when it stops being current (it moves aside, or is dropped at the
     /// thread's end), so while it names a shard, `CURRENT` holds that shard's owner entry.
-    static FAST: Cell<(u64, Option<ShardRef>)> = const { Cell::new((0, None)) };
+    static FAST: std::cell::Cell<(u64, Option<ShardRef>)> = const { std::cell::Cell::new((0, None)) };
 }
 
 /// What one thread keeps for one timer: its shard, and its ownership of it. Dropping it (the

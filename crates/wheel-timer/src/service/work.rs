@@ -73,10 +73,10 @@ pub(crate) enum Cadence {
 /// pointer, so a slot's cell stays 32 bytes and a task that carries nothing allocates nothing.
 #[derive(Debug, Default)]
 pub(crate) struct Label {
-    /// The user's key (see [`Task::with_key`]).
+    /// The user's key (see [`Task::keyed`](crate::Task::keyed)).
     pub(crate) key: Option<String>,
     /// The instant its next run was meant for, when the timer's clock cannot hold it: one before
-    /// the clock began (a stale [`Task::at`], a task handed back by an earlier timer). That run
+    /// the clock began (a stale [`Task::at`](crate::Task::at), a task handed back by an earlier timer). That run
     /// is due at the clock's beginning, that is at once; its context and lateness count from this
     /// instant. Only while the task is in the timer: set by the add that takes it, and taken by
     /// the run, or by the shutdown that hands the task back (as its deadline).

@@ -66,7 +66,7 @@ impl Drop for Busy<'_> {
 }
 
 /// A shard's owner side of its slots: which thread owns the shard, and that thread's free list.
-/// Only the owner allocates, which is what makes [`Vacant::publish`] sound.
+/// Only the owner allocates, which is what makes [`Vacant::publish`](crate::slots::slot::Vacant::publish) sound.
 pub(crate) struct Ownership {
     /// `thread_key()` of the thread that owns the shard; 0 while it has none.
     owner: AtomicU64,

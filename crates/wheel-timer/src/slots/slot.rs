@@ -336,7 +336,7 @@ impl<'a, T> Vacant<'a, T> {
 }
 
 impl OwnedFree<'_> {
-    /// Reserves `slot` (number `index`, of the shard whose [`Ownership`] lent this) for a task, if it
+    /// Reserves `slot` (number `index`, of the shard whose [`Ownership`](crate::slots::owner::Ownership) lent this) for a task, if it
     /// is vacant: the one way to get a [`Vacant`], on the owner thread only (this is the proof).
     /// Sound as long as the thread still owns the shard: nothing between `with_free`'s check
     /// and here may run foreign code that makes it give the shard up, or must check again (the

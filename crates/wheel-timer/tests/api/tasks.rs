@@ -89,7 +89,7 @@ fn a_repeating_task_stops_itself_and_knows_its_context() {
                     cx.stop();
                 }
             })
-            .with_key("lease-7"),
+            .keyed("lease-7"),
         )
         .unwrap();
     walk(&clock, &timer, SEC, 25 * SEC);
@@ -339,7 +339,7 @@ fn a_cancel_drops_a_zero_sized_closure_that_has_a_destructor() {
     let plain = timer.add_or_submit(Task::after(HOUR, || {})).unwrap();
     let guarded = timer.add_or_submit(Task::after(HOUR, f)).unwrap();
     let keyed = timer
-        .add_or_submit(Task::after(HOUR, || {}).with_key("k"))
+        .add_or_submit(Task::after(HOUR, || {}).keyed("k"))
         .unwrap();
     assert!(plain.cancel() && keyed.cancel());
     assert_eq!(ZERO_SIZED_DROPS.load(SeqCst), 0);

@@ -297,7 +297,7 @@ fn refusals_hand_back_runnable_tasks() {
         .unwrap();
     let _first = timer.add_or_submit(Task::after(SEC, || {})).unwrap();
     let (n, f) = runs();
-    match timer.add_or_submit(Task::after(SEC, f).with_key("k")) {
+    match timer.add_or_submit(Task::after(SEC, f).keyed("k")) {
         Err(AddError::Full(task)) => {
             assert_eq!(task.key(), Some("k"));
             task.run();

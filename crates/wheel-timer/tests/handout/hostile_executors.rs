@@ -200,7 +200,7 @@ fn chaos_executor_every_task_runs_once_is_cancelled_or_comes_back() {
                 }
             })
         };
-        handles.push(timer.add_or_submit(task.with_key(id.to_string())).unwrap());
+        handles.push(timer.add_or_submit(task.keyed(id.to_string())).unwrap());
     }
     clock.advance(37 * MS); // one round of 400 tasks
     let mut cancelled = Vec::new();

@@ -31,7 +31,7 @@ fn keys_and_deadlines_survive_shutdown_and_a_restart() {
     let orders = [("order-1", 900), ("order-2", 60), ("order-3", 3600)];
     for (key, secs) in orders {
         timer
-            .add_or_submit(Task::after(secs * SEC, || {}).with_key(key))
+            .add_or_submit(Task::after(secs * SEC, || {}).keyed(key))
             .unwrap();
     }
     clock.advance(30 * SEC);
@@ -66,7 +66,7 @@ fn keys_and_deadlines_survive_shutdown_and_a_restart() {
                     log.push(c.elapsed());
                     n.lock().unwrap().push(cx.key().unwrap().to_owned());
                 })
-                .with_key(key),
+                .keyed(key),
             )
             .unwrap();
     }
@@ -163,7 +163,7 @@ fn dropping_a_timer_hands_due_and_waiting_tasks_to_the_drop_hook() {
         .unwrap();
     for (key, d) in [("due", SEC), ("later", 60 * SEC)] {
         timer
-            .add_or_submit(Task::after(d, || {}).with_key(key))
+            .add_or_submit(Task::after(d, || {}).keyed(key))
             .unwrap();
     }
     clock.advance(SEC);

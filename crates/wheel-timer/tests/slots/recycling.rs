@@ -147,7 +147,7 @@ fn every_task_ends_exactly_once_while_sweeps_reuse_its_slots() {
             }
         };
         let h = timer
-            .add_or_submit(task.with_key(id.to_string()))
+            .add_or_submit(task.keyed(id.to_string()))
             .expect("accepted");
         (id, h)
     };

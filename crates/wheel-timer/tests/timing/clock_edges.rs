@@ -236,7 +236,7 @@ fn shutdown_hands_back_a_stale_task_with_its_instant() {
         return;
     };
     timer
-        .add_or_submit(Task::at(stale, || {}).with_key("order-7"))
+        .add_or_submit(Task::at(stale, || {}).keyed("order-7"))
         .unwrap();
     let back = timer.shutdown();
     assert_eq!(back.len(), 1);

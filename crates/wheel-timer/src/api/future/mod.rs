@@ -1,5 +1,5 @@
 //! Futures on the timer: [`Sleep`], [`Timeout`] and [`Interval`], for any async runtime (no
-//! runtime dependency: they only need a [`Waker`]).
+//! runtime dependency: they only need a [`Waker`](std::task::Waker)).
 //!
 //! A future is a timer like any other: arming it adds a task to the calling thread's shard, so it
 //! counts in `pending()` and `stats()`, is never early and fires at most once per arming. Its task

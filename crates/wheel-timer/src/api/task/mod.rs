@@ -25,12 +25,19 @@ pub use body::{OnceBody, RepeatBody};
 /// `Send + Sync`, so an [`AddError`](crate::AddError) holding one goes through `?` into
 /// `Box<dyn Error + Send + Sync>`.
 ///
+/// Names: the constructors say when ([`after`](Self::after), [`at`](Self::at),
+/// [`every`](Self::every), [`with_fixed_delay`](Self::with_fixed_delay)); each method that takes
+/// the task and returns it sets one thing and is named for it ([`starting_after`](Self::starting_after),
+/// [`misfire`](Self::misfire), [`keyed`](Self::keyed), [`class`](Self::class), [`on`](Self::on));
+/// the getters take `&self` ([`key`](Self::key), [`class_name`](Self::class_name),
+/// [`deadline`](Self::deadline), ...).
+///
 /// ```
 /// use std::time::Duration;
 /// use tickwheel::{MisfirePolicy, Task, TaskContext};
 ///
 /// let once = Task::after(Duration::from_secs(900), || println!("cancel the order"))
-///     .with_key("order-1234");
+///     .keyed("order-1234");
 /// let beat = Task::every(Duration::from_secs(30), || println!("heartbeat")).misfire(MisfirePolicy::Skip);
 /// // A repeating task that stops itself after three runs, first run at once.
 /// let three = Task::with_fixed_delay(Duration::from_secs(1), |cx: &mut TaskContext<'_>| {
@@ -152,7 +159,7 @@ impl Task {
     /// Names this task with the user's key (an order id, a lease name): it comes back with the
     /// task from [`Timer::shutdown`](crate::Timer::shutdown), with the task's deadline, so
     /// pending work can be persisted and added again after a restart. The timer never reads it.
-    pub fn with_key(mut self, key: impl Into<String>) -> Task {
+    pub fn keyed(mut self, key: impl Into<String>) -> Task {
         if let Some(label) = self.work.label_mut() {
             label.get_or_insert_default().key = Some(key.into());
         }
@@ -163,7 +170,7 @@ impl Task {
     /// slow runs (see [`Isolation`](crate::Isolation)). A class whose runs are slow too often runs
     /// on the slow pool until it behaves again, so it cannot hold up the punctual tasks. Without
     /// a name, a repeating task is a class of its own and one-shot tasks share a default class.
-    /// (Not the [`key`](Self::with_key), which names one task.)
+    /// (Not the [`key`](Self::keyed), which names one task.)
     ///
     /// Each distinct name is remembered by the timer for its life, with its record of slow runs:
     /// name kinds of work (a few dozen names), not individual tasks. A name made per task (an
@@ -188,7 +195,7 @@ impl Task {
         self.route.as_ref()?.class.as_deref()
     }
 
-    /// The key given with [`with_key`](Self::with_key).
+    /// The key given with [`keyed`](Self::keyed).
     pub fn key(&self) -> Option<&str> {
         self.work.label()?.key.as_deref()
     }
@@ -243,7 +250,7 @@ impl Task {
     /// use tickwheel::{Task, Timer};
     ///
     /// let timer = Timer::new()?;
-    /// timer.add_or_submit(Task::after(Duration::from_secs(600), || {}).with_key("order-9"))?;
+    /// timer.add_or_submit(Task::after(Duration::from_secs(600), || {}).keyed("order-9"))?;
     /// let before = SystemTime::now();
     /// let task = timer.shutdown().pop().unwrap();
     /// let at = task.wall_deadline().unwrap();
