@@ -105,7 +105,7 @@ pub use api::error::{AddError, BuildError};
 pub use api::future::{Interval, Sleep, Timeout, TimeoutError};
 pub use api::handle::{TaskState, TimerHandle};
 pub use api::shutdown::{ShutdownOptions, ShutdownReport};
-pub use api::stats::{RunTimes, Stats};
+pub use api::stats::{ClassStats, RunTimes, Stats};
 pub use api::task::context::WeakTimer;
 pub use api::task::{OnceBody, RepeatBody, Task};
 pub use api::timer::Timer;

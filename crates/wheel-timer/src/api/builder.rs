@@ -15,7 +15,7 @@ use tickwheel_wheel::TimingWheel;
 use crate::api::error::BuildError;
 use crate::api::timer::DropHook;
 use crate::api::timer::Timer;
-use crate::service::class::Isolation;
+use crate::service::class::{Isolation, IsolationHook};
 use crate::service::core::{Config, Core};
 use crate::service::panic::{Hook, Panics};
 
@@ -53,6 +53,7 @@ pub struct TimerBuilder {
     on_panic: Option<Hook>,
     on_drop: Option<DropHook>,
     isolation: Option<Isolation>,
+    on_isolation: Option<IsolationHook>,
 }
 
 impl fmt::Debug for TimerBuilder {
@@ -82,6 +83,7 @@ impl Default for TimerBuilder {
             on_panic: None,
             on_drop: None,
             isolation: Some(Isolation::default()),
+            on_isolation: None,
         }
     }
 }
@@ -185,6 +187,46 @@ impl TimerBuilder {
         self
     }
 
+    /// Called with a class's name when [isolation](Isolation) moves it to the slow pool (`true`)
+    /// or back to the timer's pool (`false`): an alert or a metric without the `tracing`
+    /// feature. `""` is the default class of unnamed one-shot tasks, and a repeating task that
+    /// is a class of its own is named `"(a repeating task's own)"` (give it a
+    /// [`class`](crate::Task::class) to tell it apart). [`Stats::classes`](crate::Stats::classes)
+    /// has each named class's figures.
+    ///
+    /// It runs on the thread that noticed the change: a pool thread as a slow run ends, or the
+    /// tick thread as it routes the class's next task. So, as an [`Executor`], it must be quick
+    /// and must not block: count, log, or send on a channel. A panic in it is caught.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use std::time::Duration;
+    /// use tickwheel::{Isolation, ManualClock, Task, Timer};
+    ///
+    /// let clock = ManualClock::new();
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let log = seen.clone();
+    /// let timer = Timer::builder()
+    ///     .clock(clock.clone())
+    ///     .threads(1)
+    ///     .isolation(Isolation::new().threshold(Duration::from_millis(100)).strikes(1))
+    ///     .on_isolation(move |class, isolated| log.lock().unwrap().push((class.to_owned(), isolated)))
+    ///     .build()?;
+    /// let c = clock.clone();
+    /// // A run that takes 2 s on the timer's clock: slow once, and one strike isolates.
+    /// timer.add_or_submit(Task::after(Duration::ZERO, move || c.advance(Duration::from_secs(2))).class("report"))?;
+    /// timer.wait_idle();
+    /// assert_eq!(*seen.lock().unwrap(), [("report".to_owned(), true)]);
+    /// let report = &timer.stats().classes[0];
+    /// assert_eq!((report.name.as_str(), report.run_time.max), ("report", Duration::from_secs(2)));
+    /// assert_eq!((report.isolated, report.isolations), (true, 1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn on_isolation(mut self, f: impl Fn(&str, bool) + Send + Sync + 'static) -> Self {
+        self.on_isolation = Some(Arc::new(f));
+        self
+    }
+
     /// Called, when the [`Timer`] is dropped, with every task that never ran (earliest first,
     /// as [`Timer::shutdown`] returns them), so a drop loses nothing silently: persist them, run
     /// them, or count them. If `shutdown` ran before the drop, it returned them: the hook then
@@ -251,6 +293,7 @@ impl TimerBuilder {
             executor,
             panics: Panics::new(self.on_panic),
             isolation: self.isolation,
+            on_isolation: self.on_isolation,
             name: self.name.clone(),
         });
         Timer::start(core, &self.name, self.on_drop).map_err(BuildError::Spawn)

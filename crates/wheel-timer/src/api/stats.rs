@@ -79,6 +79,30 @@ pub struct Stats {
     pub run_time: RunTimes,
     /// Run times on the slow pool.
     pub slow_run_time: RunTimes,
+    /// Each named class ([`Task::class`](crate::Task::class)) in the order first named, with its
+    /// own figures: empty without isolation, which is what times runs.
+    pub classes: Vec<ClassStats>,
+}
+
+/// One named class's figures (see [`Stats::classes`]): what its runs took, how late they started,
+/// how many of its periodic runs were skipped, and its isolation.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClassStats {
+    /// The class's name.
+    pub name: String,
+    /// Its run times, on every pool (the timer's and the slow pool), on the timer's clock.
+    pub run_time: RunTimes,
+    /// 99th percentile lateness of its runs (start minus the instant meant), to within 1/8.
+    pub lateness_p99: Duration,
+    /// Largest lateness of its runs, exact.
+    pub lateness_max: Duration,
+    /// Its periodic runs skipped by their misfire policy (see [`Stats::skipped`]).
+    pub skipped: u64,
+    /// True while it is isolated (its tasks run on the slow pool).
+    pub isolated: bool,
+    /// Times it was isolated.
+    pub isolations: u64,
 }
 
 /// The distribution of run times on one pool, measured on the timer's clock.

@@ -15,7 +15,7 @@ use crate::api::error::{AddError, BuildError};
 use crate::api::future::{Interval, Sleep, Timeout};
 use crate::api::handle::TimerHandle;
 use crate::api::shutdown::{self, ShutdownOptions, ShutdownReport};
-use crate::api::stats::{RunTimes, Stats};
+use crate::api::stats::{ClassStats, RunTimes, Stats};
 use crate::api::task::Task;
 use crate::api::task::context::WeakTimer;
 use crate::loom::atomic::Ordering::Relaxed;
@@ -185,9 +185,23 @@ impl Timer {
         s.skipped = core.skipped.load(Relaxed);
         s.periods_rounded_up = core.rounded.load(Relaxed);
         s.isolated_classes = core.routes.isolated(core.clock.now());
-        s.isolations = core.routes.isolations.load(Relaxed);
+        s.isolations = core.routes.notice.isolations.load(Relaxed);
         s.run_time = RunTimes::of(&core.routes.main_runs);
         s.slow_run_time = RunTimes::of(&core.routes.slow_runs);
+        s.classes = (core.routes.classes(core.clock.now()).into_iter())
+            .map(|c| {
+                let (_, p99, max) = c.figures.lateness.summary();
+                ClassStats {
+                    name: c.name.to_owned(),
+                    run_time: RunTimes::of(&c.figures.run_time),
+                    lateness_p99: Duration::from_nanos(p99),
+                    lateness_max: Duration::from_nanos(max),
+                    skipped: c.figures.skipped.load(Relaxed),
+                    isolated: c.isolated,
+                    isolations: c.isolations,
+                }
+            })
+            .collect();
         s.lateness_p50 = Duration::from_nanos(p50);
         s.lateness_p99 = Duration::from_nanos(p99);
         s.lateness_max = Duration::from_nanos(max);

@@ -19,6 +19,7 @@
 //! before either is over the threshold.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
@@ -100,6 +101,41 @@ impl Isolation {
     }
 }
 
+/// Called with a class's name when it is isolated (`true`) or returns to the timer's pool
+/// (`false`): see [`TimerBuilder::on_isolation`](crate::TimerBuilder::on_isolation).
+pub(crate) type IsolationHook = Arc<dyn Fn(&str, bool) + Send + Sync>;
+
+/// Where a change of a class's isolation is told: the count in `Stats::isolations`, the
+/// `tracing` event, and the user's hook.
+pub(crate) struct Notice {
+    pub(crate) isolations: AtomicU64,
+    hook: Option<IsolationHook>,
+}
+
+impl Notice {
+    pub(crate) fn new(hook: Option<IsolationHook>) -> Self {
+        Notice {
+            isolations: AtomicU64::new(0),
+            hook,
+        }
+    }
+
+    /// The class `name` was isolated (`true`) or came back (`false`). The hook is the user's
+    /// code: a panic in it is caught (and reported through `tracing`), never unwound into the
+    /// timer's threads.
+    fn changed(&self, name: &str, isolated: bool) {
+        if isolated {
+            self.isolations.fetch_add(1, Relaxed);
+        }
+        crate::service::trace::isolation(name, isolated);
+        if let Some(hook) = &self.hook
+            && let Err(message) = crate::service::panic::catch(|| hook(name, isolated))
+        {
+            crate::service::trace::panicked(&message);
+        }
+    }
+}
+
 /// A class's record of slow runs, and of its runs in progress.
 pub(crate) struct Class {
     /// Clock times at which recent slow runs ended (at most `strikes` kept).
@@ -116,6 +152,8 @@ pub(crate) struct Class {
     /// Runs in progress on the timer's pool (named classes only): at most the class's share of
     /// it (see `route.rs`).
     in_pool: AtomicU32,
+    /// Times it was isolated.
+    isolations: AtomicU64,
 }
 
 impl Default for Class {
@@ -127,23 +165,24 @@ impl Default for Class {
             busy: AtomicU32::new(0),
             running: Mutex::new(Vec::new()),
             in_pool: AtomicU32::new(0),
+            isolations: AtomicU64::new(0),
         }
     }
 }
 
 impl Class {
     /// Records a run of `ran` ns that ended at clock time `end`; returns whether the class is
-    /// isolated afterwards (and counts a new isolation in `isolations`).
+    /// isolated afterwards (and tells `notice` of a change).
     pub(crate) fn record(
         &self,
         name: &str,
         iso: &IsolationNs,
         ran: u64,
         end: u64,
-        isolations: &AtomicU64,
+        notice: &Notice,
     ) -> bool {
         if ran <= iso.threshold {
-            return self.is_isolated(name, iso, end);
+            return self.is_isolated(name, iso, end, notice);
         }
         self.last_slow.fetch_max(end, Relaxed);
         let mut slow = self.slow.lock();
@@ -156,10 +195,16 @@ impl Class {
             && end.saturating_sub(first) <= iso.window
             && !self.isolated.swap(true, Relaxed)
         {
-            isolations.fetch_add(1, Relaxed);
-            crate::service::trace::isolation(name, true);
+            drop(slow);
+            self.isolations.fetch_add(1, Relaxed);
+            notice.changed(name, true);
         }
         self.isolated.load(Relaxed)
+    }
+
+    /// Times the class was isolated.
+    pub(crate) fn isolations(&self) -> u64 {
+        self.isolations.load(Relaxed)
     }
 
     /// A run of the class starts at clock time `start`.
@@ -204,18 +249,25 @@ impl Class {
         name: &str,
         iso: &IsolationNs,
         now: impl FnOnce() -> u64,
+        notice: &Notice,
     ) -> bool {
         if !self.isolated.load(Relaxed) && self.busy.load(Relaxed) == 0 {
             return false;
         }
         let now = now();
-        self.is_isolated(name, iso, now)
+        self.is_isolated(name, iso, now, notice)
             || (self.running.lock().iter()).any(|&start| now.saturating_sub(start) > iso.threshold)
     }
 
     /// Whether the class is isolated at clock time `now`: it returns to the timer's pool once a
     /// whole window passed without a slow run.
-    pub(crate) fn is_isolated(&self, name: &str, iso: &IsolationNs, now: u64) -> bool {
+    pub(crate) fn is_isolated(
+        &self,
+        name: &str,
+        iso: &IsolationNs,
+        now: u64,
+        notice: &Notice,
+    ) -> bool {
         if !self.isolated.load(Relaxed) {
             return false;
         }
@@ -224,7 +276,7 @@ impl Class {
         }
         self.slow.lock().clear();
         if self.isolated.swap(false, Relaxed) {
-            crate::service::trace::isolation(name, false);
+            notice.changed(name, false);
         }
         false
     }

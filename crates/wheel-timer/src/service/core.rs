@@ -11,7 +11,7 @@ use tickwheel_reaper::{Clock, Reaper, duration_to_ns};
 
 use crate::loom::Mutex;
 use crate::loom::atomic::{AtomicU64, Ordering::*};
-use crate::service::class::Isolation;
+use crate::service::class::{Isolation, IsolationHook};
 use crate::service::histogram::Histogram;
 use crate::service::lifecycle::Lifecycle;
 use crate::service::panic::Panics;
@@ -98,6 +98,8 @@ pub(crate) struct Config {
     pub(crate) executor: Arc<dyn Executor>,
     pub(crate) panics: Panics,
     pub(crate) isolation: Option<Isolation>,
+    /// See [`TimerBuilder::on_isolation`](crate::TimerBuilder::on_isolation).
+    pub(crate) on_isolation: Option<IsolationHook>,
     /// Thread names' prefix (for the slow pool).
     pub(crate) name: String,
 }
@@ -105,7 +107,12 @@ pub(crate) struct Config {
 impl Core {
     pub(crate) fn new(config: Config) -> Arc<Core> {
         let tick_ns = duration_to_ns(config.tick).max(1);
-        let routes = Routes::new(config.isolation, &config.name, config.executor.threads());
+        let routes = Routes::new(
+            config.isolation,
+            config.on_isolation,
+            &config.name,
+            config.executor.threads(),
+        );
         Arc::new(Core {
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             exact: !config.clock.follows_real_time(),

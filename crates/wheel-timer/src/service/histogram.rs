@@ -33,6 +33,12 @@ fn upper(i: usize) -> u64 {
     low.saturating_add((1u64 << (exp - u64::from(SUB))) - 1)
 }
 
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram::new()
+    }
+}
+
 impl Histogram {
     pub(crate) fn new() -> Self {
         Histogram {

@@ -198,7 +198,7 @@ pub(crate) fn run(core: &Arc<Core>, fire: Fire, pool: Pool) {
             let mut cx = start_run(core, fire.meant, started, 1, &mut label);
             core.panics.run(|| f.into_inner()(&mut cx));
             if core.routes.isolation.is_some() {
-                record_run(core, fire, pool, started, core.clock.now(), None);
+                record_run(core, fire, pool, (started, core.clock.now()), late, None);
             }
             finish(&shard, fire, run, DONE);
         }
@@ -257,10 +257,18 @@ fn route_of(fire: Fire) -> u32 {
     }
 }
 
-/// Records a run of the task of `fire` on `pool`, from clock time `started` to `end`: in the
-/// pool's run times, and in its class's record of slow runs (`own`: a repeating task's own
-/// class), which may isolate the class or let it return (see `route.rs`).
-fn record_run(core: &Core, fire: Fire, pool: Pool, started: u64, end: u64, own: Option<&Class>) {
+/// Records a run of the task of `fire` on `pool`, from clock time `started` to `end`, `late`
+/// ns after the instant it was meant for: in the pool's run times, in its class's record of
+/// slow runs (`own`: a repeating task's own class), which may isolate the class or let it
+/// return (see `route.rs`), and in a named class's figures.
+fn record_run(
+    core: &Core,
+    fire: Fire,
+    pool: Pool,
+    (started, end): (u64, u64),
+    late: u64,
+    own: Option<&Class>,
+) {
     let Some(iso) = core.routes.isolation else {
         return;
     };
@@ -273,13 +281,13 @@ fn record_run(core: &Core, fire: Fire, pool: Pool, started: u64, end: u64, own: 
         // named one, in `Stats` while its tasks stayed on the timer's pool).
         return;
     }
-    let isolations = &core.routes.isolations;
+    let notice = &core.routes.notice;
     let shard = registry::shard(fire.shard);
     let side = shard.slots.route(fire.slot);
     let word = route_of(fire);
     match own {
         Some(class) if word & SELF_CLASS != 0 => {
-            let isolated = class.record("(a repeating task's own)", &iso, ran, end, isolations);
+            let isolated = class.record("(a repeating task's own)", &iso, ran, end, notice);
             let now = if isolated {
                 SELF_CLASS | SELF_ISOLATED
             } else {
@@ -294,9 +302,25 @@ fn record_run(core: &Core, fire: Fire, pool: Pool, started: u64, end: u64, own: 
         }
         _ => {
             if let Some(route) = core.routes.route(word) {
-                route.class.record(route.name(), &iso, ran, end, isolations);
+                route.class.record(route.name(), &iso, ran, end, notice);
+                if route.is_named() {
+                    route.figures.run_time.record(ran);
+                    route.figures.lateness.record(late);
+                }
             }
         }
+    }
+}
+
+/// Counts `runs` runs of the task of `fire` skipped by its misfire policy (in its named class's
+/// figures too).
+fn skip(core: &Core, fire: Fire, runs: u64) {
+    core.skipped.fetch_add(runs, Relaxed);
+    crate::service::trace::skipped(runs);
+    if let Some(route) = core.routes.route(route_of(fire))
+        && route.is_named()
+    {
+        route.figures.skipped.fetch_add(runs, Relaxed);
     }
 }
 
@@ -324,8 +348,7 @@ impl Periodic<'_> {
             if repeat.cadence == Cadence::Rate(MisfirePolicy::Skip)
                 && late >= period.saturating_add(core.tick_ns)
             {
-                core.skipped.fetch_add(1, Relaxed);
-                crate::service::trace::skipped(1);
+                skip(core, self.fire, 1);
             } else {
                 repeat.runs += 1;
                 let Repeat { f, runs, label, .. } = &mut *repeat;
@@ -342,8 +365,8 @@ impl Periodic<'_> {
                 core,
                 self.fire,
                 self.pool,
-                started,
-                now,
+                (started, now),
+                late,
                 Some(&repeat.class),
             );
             if stopped {
@@ -354,8 +377,7 @@ impl Periodic<'_> {
                 Cadence::Delay => (now.checked_add(period), 0),
             };
             if skipped > 0 {
-                core.skipped.fetch_add(skipped, Relaxed);
-                crate::service::trace::skipped(skipped);
+                skip(core, self.fire, skipped);
             }
             match next {
                 Some(next)

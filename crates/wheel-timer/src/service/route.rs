@@ -28,7 +28,7 @@ use std::sync::{Arc, OnceLock};
 
 use tickwheel_executor::{Executor, RayonExecutor};
 
-use crate::service::class::{Class, Isolation, IsolationNs};
+use crate::service::class::{Class, Isolation, IsolationHook, IsolationNs, Notice};
 use crate::slots::append_only::AppendOnly;
 // Plain `std`/`parking_lot` even under loom: routing is not part of any task's fate (a stale read
 // only sends a job to another pool, where it finds its task or nothing), and modelling these
@@ -65,14 +65,39 @@ impl fmt::Debug for RouteSpec {
 /// route, so the address is not reused).
 type RouteKey = (Option<Arc<str>>, usize);
 
-/// An interned [`RouteSpec`] and its class's record.
+/// An interned [`RouteSpec`], its class's record, and its figures.
 #[derive(Default)]
 pub(crate) struct Route {
     spec: RouteSpec,
     pub(crate) class: Class,
+    /// What `Stats::classes` reports of a named class (kept here, not in `Class`: a repeating
+    /// task's own class is a `Class` too, one per task).
+    pub(crate) figures: Figures,
+}
+
+/// A named class's figures: run times, lateness, skipped runs (recorded with isolation on, which
+/// is what times runs).
+#[derive(Default)]
+pub(crate) struct Figures {
+    pub(crate) run_time: Histogram,
+    pub(crate) lateness: Histogram,
+    pub(crate) skipped: AtomicU64,
+}
+
+/// A named class as `Stats::classes` shows it.
+pub(crate) struct ClassFigures<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) figures: &'a Figures,
+    pub(crate) isolated: bool,
+    pub(crate) isolations: u64,
 }
 
 impl Route {
+    /// True for a class a task named ([`Task::class`](crate::Task::class)).
+    pub(crate) fn is_named(&self) -> bool {
+        self.spec.class.is_some()
+    }
+
     /// Its class's name (`""`: the default class).
     pub(crate) fn name(&self) -> &str {
         self.spec.class.as_deref().unwrap_or("")
@@ -111,7 +136,8 @@ pub(crate) struct Routes {
     /// The places a named class may hold on the timer's pool at once (`u32::MAX`: no limit).
     share: u32,
     name: String,
-    pub(crate) isolations: AtomicU64,
+    /// Told of each change of a class's isolation (counts them: `Stats::isolations`).
+    pub(crate) notice: Notice,
     pub(crate) main_runs: Histogram,
     pub(crate) slow_runs: Histogram,
 }
@@ -120,6 +146,7 @@ impl Routes {
     /// Routes of a timer whose own pool runs `pool_threads` jobs at once, if it says.
     pub(crate) fn new(
         isolation: Option<Isolation>,
+        on_isolation: Option<IsolationHook>,
         name: &str,
         pool_threads: Option<usize>,
     ) -> Self {
@@ -135,7 +162,7 @@ impl Routes {
             slow: OnceLock::new(),
             share,
             name: name.to_owned(),
-            isolations: AtomicU64::new(0),
+            notice: Notice::new(on_isolation),
             main_runs: Histogram::new(),
             slow_runs: Histogram::new(),
         };
@@ -180,6 +207,7 @@ impl Routes {
         let _ = cell.set(Route {
             spec: spec.clone(),
             class: Class::default(),
+            figures: Figures::default(),
         });
         self.len.store(id + 1, Release);
         index.insert(key, id);
@@ -227,7 +255,7 @@ impl Routes {
             (Some(_), None) => word & SELF_ISOLATED != 0,
             (Some(iso), Some(r)) => {
                 (r.spec.class.is_some() && r.class.pool_share_taken(self.share))
-                    || r.class.goes_slow(r.name(), &iso, now)
+                    || r.class.goes_slow(r.name(), &iso, now, &self.notice)
             }
         };
         match isolated.then(|| self.slow_pool()).flatten() {
@@ -285,8 +313,26 @@ impl Routes {
         };
         (0..self.len.load(Acquire))
             .filter_map(|id| self.table.get(id as usize)?.get())
-            .filter(|r| r.class.is_isolated(r.name(), &iso, now))
+            .filter(|r| r.class.is_isolated(r.name(), &iso, now, &self.notice))
             .map(|r| r.name().to_owned())
+            .collect()
+    }
+
+    /// The named classes (a task named them with `Task::class` and no executor of its own), in
+    /// the order first named, with their figures and whether each is isolated at clock time `now`.
+    pub(crate) fn classes(&self, now: u64) -> Vec<ClassFigures<'_>> {
+        let Some(iso) = self.isolation else {
+            return Vec::new();
+        };
+        (0..self.len.load(Acquire))
+            .filter_map(|id| self.table.get(id as usize)?.get())
+            .filter(|r| r.spec.class.is_some() && r.spec.executor.is_none())
+            .map(|r| ClassFigures {
+                name: r.name(),
+                figures: &r.figures,
+                isolated: r.class.is_isolated(r.name(), &iso, now, &self.notice),
+                isolations: r.class.isolations(),
+            })
             .collect()
     }
 }

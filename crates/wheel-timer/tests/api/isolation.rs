@@ -581,3 +581,118 @@ fn an_executor_that_panics_is_counted_and_loses_nothing() {
     assert!(handles.iter().all(|h| !h.is_done()));
     assert_eq!(timer.shutdown().len(), 3);
 }
+
+/// A timer like `isolating`'s that tells `seen` of every change of a class's isolation.
+fn isolating_heard(clock: &ManualClock, seen: &Arc<Mutex<Vec<(String, bool)>>>) -> Timer {
+    let log = seen.clone();
+    Timer::builder()
+        .name("iso")
+        .clock(clock.clone())
+        .threads(1)
+        .isolation(
+            Isolation::new()
+                .threshold(THRESHOLD)
+                .strikes(3)
+                .window(WINDOW)
+                .slow_threads(1),
+        )
+        .on_isolation(move |class, isolated| log.lock().unwrap().push((class.to_owned(), isolated)))
+        .build()
+        .unwrap()
+}
+
+/// Friction 4 of the first-hour review: an isolation decision was visible only through the
+/// `tracing` feature or by polling `Stats::isolated_classes`, and no figure was kept per class.
+#[test]
+fn the_isolation_hook_hears_each_change_once_and_a_named_class_has_its_own_figures() {
+    let clock = ManualClock::new();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let timer = isolating_heard(&clock, &seen);
+    // Unnamed one-shot tasks: the default class, not listed among the named classes.
+    assert_eq!(punctual(&clock, &timer, 1), (100, 0));
+    for _ in 0..3 {
+        slow_report(&clock, &timer, 100 * MS);
+    }
+    assert_eq!(*seen.lock().unwrap(), [("report".to_owned(), true)]);
+    // Reading the stats while it is isolated tells nobody anything new.
+    let stats = timer.stats();
+    assert_eq!(stats.classes.len(), 1, "{:?}", stats.classes);
+    let report = &stats.classes[0];
+    assert_eq!(report.name, "report");
+    assert_eq!((report.isolated, report.isolations), (true, 1));
+    assert_eq!(report.run_time.runs, 3);
+    assert_eq!(report.run_time.max, 100 * MS, "exact on the manual clock");
+    assert_eq!(report.lateness_max, Duration::ZERO);
+    assert_eq!(seen.lock().unwrap().len(), 1);
+
+    // A whole window without a slow run: the class comes back, and the hook hears it once.
+    clock.advance(WINDOW);
+    slow_report(&clock, &timer, MS);
+    let stats = timer.stats();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [("report".to_owned(), true), ("report".to_owned(), false)]
+    );
+    let report = &stats.classes[0];
+    assert_eq!((report.isolated, report.isolations), (false, 1));
+    assert_eq!(report.run_time.runs, 4);
+    assert_eq!(stats.isolations, 1);
+}
+
+#[test]
+fn a_named_class_counts_the_runs_its_misfire_policy_skipped_and_how_late_its_runs_were() {
+    let clock = ManualClock::new();
+    let timer = isolating_heard(&clock, &Arc::new(Mutex::new(Vec::new())));
+    let (tx, rx) = mpsc::channel();
+    let beat = timer
+        .add_or_submit(
+            Task::every(10 * MS, move || tx.send(()).unwrap())
+                .misfire(tickwheel::MisfirePolicy::Skip)
+                .class("beat"),
+        )
+        .unwrap();
+    clock.advance(10 * MS);
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("ran on time");
+    timer.wait_idle();
+    // The clock jumps 55 ms: the run for 20 ms is 45 ms late, past a period and a tick, so
+    // `Skip` skips it; the grid points up to 65 ms were missed too.
+    clock.advance(55 * MS);
+    timer.wait_idle();
+    let stats = timer.stats();
+    let beat_stats = &stats.classes[0];
+    assert_eq!(beat_stats.name, "beat");
+    assert!(beat_stats.skipped >= 1, "{beat_stats:?}");
+    assert_eq!(beat_stats.skipped, stats.skipped, "the only periodic task");
+    assert_eq!(beat_stats.run_time.runs, stats.run_time.runs);
+    assert!(beat.cancel());
+}
+
+#[test]
+fn a_panicking_isolation_hook_changes_nothing_else() {
+    crate::support::silence_boom();
+    let clock = ManualClock::new();
+    let timer = Timer::builder()
+        .name("iso")
+        .clock(clock.clone())
+        .threads(1)
+        .isolation(
+            Isolation::new()
+                .threshold(THRESHOLD)
+                .strikes(1)
+                .window(WINDOW),
+        )
+        .on_isolation(|_, _| std::panic::panic_any(crate::support::Boom))
+        .build()
+        .unwrap();
+    slow_report(&clock, &timer, 100 * MS);
+    let stats = timer.stats();
+    assert_eq!(stats.isolated_classes, ["report"]);
+    assert_eq!(
+        (stats.isolations, stats.panicked),
+        (1, 0),
+        "not a task's panic"
+    );
+    // The timer goes on: the isolated class runs on the slow pool.
+    assert!(slow_report(&clock, &timer, MS).starts_with("iso-slow-exec-"));
+}
