@@ -582,9 +582,12 @@ fn an_executor_that_panics_is_counted_and_loses_nothing() {
     assert_eq!(timer.shutdown().len(), 3);
 }
 
-/// A timer like `isolating`'s that tells `seen` of every change of a class's isolation.
-fn isolating_heard(clock: &ManualClock, seen: &Arc<Mutex<Vec<(String, bool)>>>) -> Timer {
-    let log = seen.clone();
+/// A timer like `isolating`'s, `strikes` slow runs to isolation, with `hook` for `on_isolation`.
+fn isolating_with(
+    clock: &ManualClock,
+    strikes: u32,
+    hook: impl Fn(&str, bool) + Send + Sync + 'static,
+) -> Timer {
     Timer::builder()
         .name("iso")
         .clock(clock.clone())
@@ -592,13 +595,21 @@ fn isolating_heard(clock: &ManualClock, seen: &Arc<Mutex<Vec<(String, bool)>>>) 
         .isolation(
             Isolation::new()
                 .threshold(THRESHOLD)
-                .strikes(3)
+                .strikes(strikes)
                 .window(WINDOW)
                 .slow_threads(1),
         )
-        .on_isolation(move |class, isolated| log.lock().unwrap().push((class.to_owned(), isolated)))
+        .on_isolation(hook)
         .build()
         .unwrap()
+}
+
+/// A timer like `isolating`'s that tells `seen` of every change of a class's isolation.
+fn isolating_heard(clock: &ManualClock, seen: &Arc<Mutex<Vec<(String, bool)>>>) -> Timer {
+    let log = seen.clone();
+    isolating_with(clock, 3, move |class, isolated| {
+        log.lock().unwrap().push((class.to_owned(), isolated))
+    })
 }
 
 /// Friction 4 of the first-hour review: an isolation decision was visible only through the
@@ -672,19 +683,9 @@ fn a_named_class_counts_the_runs_its_misfire_policy_skipped_and_how_late_its_run
 fn a_panicking_isolation_hook_changes_nothing_else() {
     crate::support::silence_boom();
     let clock = ManualClock::new();
-    let timer = Timer::builder()
-        .name("iso")
-        .clock(clock.clone())
-        .threads(1)
-        .isolation(
-            Isolation::new()
-                .threshold(THRESHOLD)
-                .strikes(1)
-                .window(WINDOW),
-        )
-        .on_isolation(|_, _| std::panic::panic_any(crate::support::Boom))
-        .build()
-        .unwrap();
+    let timer = isolating_with(&clock, 1, |_, _| {
+        std::panic::panic_any(crate::support::Boom)
+    });
     slow_report(&clock, &timer, 100 * MS);
     let stats = timer.stats();
     assert_eq!(stats.isolated_classes, ["report"]);
