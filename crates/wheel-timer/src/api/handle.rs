@@ -97,7 +97,7 @@ impl TimerHandle {
     }
 
     /// For a future's task: ready with how it ended, else leaves `cx`'s waker in the slot's
-    /// waker cell for whoever ends it (see `future/mod.rs`).
+    /// waker cell for whoever ends it (see `slots/waker.rs`).
     pub(crate) fn poll_wake(&self, cx: &mut Context<'_>) -> Poll<Outcome> {
         let slots = &self.shard().slots;
         let s = slots.get(self.slot());

@@ -10,7 +10,7 @@
 //! | `future/` | `Sleep`, `Timeout`, `Interval` |
 //! | `shutdown.rs` | `ShutdownOptions`, `ShutdownReport`, and the tasks shutdown hands back |
 //! | `error.rs` | `AddError`, `BuildError` |
-//! | `stats.rs` | `Stats`, `RunTimes` |
+//! | `stats.rs` | `Stats`, `ClassStats`, `RunTimes` |
 
 pub(crate) mod add;
 pub(crate) mod builder;

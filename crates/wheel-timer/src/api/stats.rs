@@ -1,4 +1,5 @@
-//! Counters and a lock-free lateness histogram, read by `Timer::stats`.
+//! [`Stats`], [`ClassStats`] and [`RunTimes`]: the snapshot `Timer::stats` returns (the
+//! histograms behind them are `service/histogram.rs`).
 
 use std::time::Duration;
 

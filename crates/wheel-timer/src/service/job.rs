@@ -4,7 +4,7 @@
 //! A periodic task that fell behind runs its missed runs here, back to back, in turns of at most
 //! [`MisfirePolicy::BURST`] runs. Each run is claimed with a compare-and-swap that marks it `BUSY` and ended with
 //! another, and a cancel that lands during a run waits for that run to end (unless it is called
-//! from inside a task: see `Shard::cancel`): so once `cancel` returned `true`, no run of the task
+//! from inside a task: see [`cancelled`]): so once `cancel` returned `true`, no run of the task
 //! is in progress and none starts. A turn
 //! that ends still behind goes back to the tick thread, which hands it out again after the other
 //! due tasks.
@@ -205,7 +205,7 @@ pub(crate) fn run(core: &Arc<Core>, fire: Fire, pool: Pool) {
         Work::Wake(_) => {
             core.count_run(late);
             // The claim above moved the word: a poll from now on sees the arming ended, and the
-            // waker of one before it is in the cell (see `future/mod.rs`). Taken before the
+            // waker of one before it is in the cell (see `slots/waker.rs`). Taken before the
             // finish below lets the slot be vacated, so it is this arming's. (Looked up with
             // `or_grow`: a read-modify-write of the chunk's state if it looks unpublished, so a
             // chunk a poll on another thread published is seen.)

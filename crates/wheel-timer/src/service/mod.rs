@@ -1,15 +1,16 @@
-//! Layer 3, the service: one timer's shared state and the threads' work on it (adds, the tick
+//! Layer 3, the service: one timer's shared state and the threads' work on it (the tick
 //! thread's hand-out, the jobs that run fired tasks, shutdown), with the policies around them
-//! (panics, isolation of slow classes, backpressure).
+//! (panics, isolation of slow classes, backpressure). The add path, which takes a `Task` and
+//! returns a `TimerHandle`, is the API's (`api/add.rs`).
 //!
 //! | file | what it holds |
 //! |---|---|
-//! | `core.rs` | `Core`: the state a timer's threads share, and the maths between instants and clock time |
+//! | `core.rs` | `Core`: the state a timer's threads share, the maths between instants and clock time, and `Tasks`, the kind of shard it owns |
 //! | `dispatch.rs` | the tick thread's hand-out of due tasks to the executors, in chunks |
 //! | `work.rs` | what a slot holds for a task (closure, cadence, label), and `MisfirePolicy` |
 //! | `context.rs` | `TaskContext`, what a run sees |
-//! | `job.rs` | a fired task's job: claim, run, then end, re-arm or hand back |
-//! | `running.rs` | jobs on their way and jobs running: the backlog, `wait_idle`, cancel's wait |
+//! | `job.rs` | a fired task's job: sent (with its count in the backlog), claimed, run, then ended, re-armed or handed back; a cancel's wait for a run in progress |
+//! | `running.rs` | jobs running and the backlog: what `shutdown` and `wait_idle` wait for |
 //! | `shutdown.rs` | shutdown: refuse adds, collect, wait, run or hand back |
 //! | `lifecycle.rs` | open, closing, closed |
 //! | `panic.rs` | a task's panic, caught and counted |

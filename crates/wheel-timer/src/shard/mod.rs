@@ -75,7 +75,7 @@ pub(crate) struct Fire {
     pub(crate) generation: u32,
     /// Where it runs: its route word (see `service/route.rs`), or [`WAKE_HERE`] for a future's wake-up.
     /// Read when the task is found due, while its slot is in the cache: the tick thread then
-    /// hands it out without touching the slot again (see `Core::dispatch`).
+    /// hands it out without touching the slot again (see `service/dispatch.rs`).
     pub(crate) route: u32,
     /// The instant the user meant, clock ns: lateness is measured from it.
     pub(crate) meant: u64,

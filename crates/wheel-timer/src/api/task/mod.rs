@@ -1,5 +1,6 @@
 //! `Task`: what to run and when: once, at a fixed rate or with a fixed delay, with an optional key
-//! that names it for persistence, and the context a run can see.
+//! that names it for persistence. (What a slot holds for it is `service/work.rs`; the context a
+//! run sees, `service/context.rs`.)
 
 use std::fmt;
 use std::sync::Arc;
