@@ -194,9 +194,13 @@ impl TimerBuilder {
     /// [`class`](crate::Task::class) to tell it apart). [`Stats::classes`](crate::Stats::classes)
     /// has each named class's figures.
     ///
-    /// It runs on the thread that noticed the change: a pool thread as a slow run ends, or the
-    /// tick thread as it routes the class's next task. So, as an [`Executor`], it must be quick
-    /// and must not block: count, log, or send on a channel. A panic in it is caught.
+    /// It runs on the thread that made the decision: a pool thread as a slow run ends, the tick
+    /// thread as it routes the class's next task, or a thread of yours whose `add_or_submit`,
+    /// `reschedule` or `deadline` hands out a task that is already due. So, as an [`Executor`],
+    /// it must be quick and must not block (count, log, or send on a channel), and it must not
+    /// take a lock your threads hold while they call the timer. Its calls are made one at a time,
+    /// outside every lock of the timer, in the order the changes happened; [`Timer::stats`] only
+    /// reads (it decides nothing), so the hook may call it. A panic in it is caught.
     ///
     /// ```
     /// use std::sync::{Arc, Mutex};

@@ -184,11 +184,12 @@ impl Timer {
         s.returned = core.returned.load(Relaxed);
         s.skipped = core.skipped.load(Relaxed);
         s.periods_rounded_up = core.rounded.load(Relaxed);
-        s.isolated_classes = core.routes.isolated(core.clock.now());
-        s.isolations = core.routes.notice.isolations.load(Relaxed);
+        // One clock reading for both, so a class is isolated in both lists or in neither.
+        let now = core.clock.now();
+        s.isolated_classes = core.routes.isolated(now);
         s.run_time = RunTimes::of(&core.routes.main_runs);
         s.slow_run_time = RunTimes::of(&core.routes.slow_runs);
-        s.classes = (core.routes.classes(core.clock.now()).into_iter())
+        s.classes = (core.routes.classes(now).into_iter())
             .map(|c| {
                 let (_, p99, max) = c.figures.lateness.summary();
                 ClassStats {
@@ -202,6 +203,8 @@ impl Timer {
                 }
             })
             .collect();
+        // After the classes': each isolation is counted here first, so no class shows more.
+        s.isolations = core.routes.notice.isolations.load(Relaxed);
         s.lateness_p50 = Duration::from_nanos(p50);
         s.lateness_p99 = Duration::from_nanos(p99);
         s.lateness_max = Duration::from_nanos(max);

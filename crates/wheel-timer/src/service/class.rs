@@ -20,7 +20,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
 use std::time::Duration;
 
 // Plain `std`/`parking_lot` even under loom, like the route words: see `route.rs`.
@@ -107,9 +107,16 @@ pub(crate) type IsolationHook = Arc<dyn Fn(&str, bool) + Send + Sync>;
 
 /// Where a change of a class's isolation is told: the count in `Stats::isolations`, the
 /// `tracing` event, and the user's hook.
+///
+/// A change is queued under the lock of the class that changed (so one class's changes queue in
+/// the order they happened), and the hook is called after, outside every lock, by one thread at
+/// a time, in queue order: so its calls never overtake each other, and a hook that calls the
+/// timer (which may change a class again) only queues that change for the loop already running.
 pub(crate) struct Notice {
     pub(crate) isolations: AtomicU64,
     hook: Option<IsolationHook>,
+    queue: Mutex<VecDeque<(String, bool)>>,
+    delivering: AtomicBool,
 }
 
 impl Notice {
@@ -117,21 +124,42 @@ impl Notice {
         Notice {
             isolations: AtomicU64::new(0),
             hook,
+            queue: Mutex::new(VecDeque::new()),
+            delivering: AtomicBool::new(false),
         }
     }
 
-    /// The class `name` was isolated (`true`) or came back (`false`). The hook is the user's
-    /// code: a panic in it is caught (and reported through `tracing`), never unwound into the
-    /// timer's threads.
+    /// The class `name` was isolated (`true`) or came back (`false`): counted, traced, and
+    /// queued for the hook. Called under the class's lock; [`deliver`](Self::deliver) after it.
     fn changed(&self, name: &str, isolated: bool) {
         if isolated {
             self.isolations.fetch_add(1, Relaxed);
         }
         crate::service::trace::isolation(name, isolated);
-        if let Some(hook) = &self.hook
-            && let Err(message) = crate::service::panic::catch(|| hook(name, isolated))
-        {
-            crate::service::trace::panicked(&message);
+        if self.hook.is_some() {
+            self.queue.lock().push_back((name.to_owned(), isolated));
+        }
+    }
+
+    /// Calls the hook with the queued changes, in order, unless another thread (or this one,
+    /// further up its stack) is doing so: that one delivers them. The hook is the user's code:
+    /// a panic in it is caught (and reported through `tracing`), never unwound into the timer.
+    fn deliver(&self) {
+        let Some(hook) = &self.hook else { return };
+        while !self.delivering.swap(true, Acquire) {
+            loop {
+                let next = self.queue.lock().pop_front();
+                let Some((name, isolated)) = next else { break };
+                if let Err(message) = crate::service::panic::catch(|| hook(&name, isolated)) {
+                    crate::service::trace::hook_panicked("on_isolation", &message);
+                }
+            }
+            self.delivering.store(false, Release);
+            // A change queued after the last pop and before the store above found the flag
+            // set and left: look again.
+            if self.queue.lock().is_empty() {
+                return;
+            }
         }
     }
 }
@@ -195,9 +223,10 @@ impl Class {
             && end.saturating_sub(first) <= iso.window
             && !self.isolated.swap(true, Relaxed)
         {
-            drop(slow);
-            self.isolations.fetch_add(1, Relaxed);
             notice.changed(name, true);
+            self.isolations.fetch_add(1, Relaxed);
+            drop(slow);
+            notice.deliver();
         }
         self.isolated.load(Relaxed)
     }
@@ -260,7 +289,7 @@ impl Class {
     }
 
     /// Whether the class is isolated at clock time `now`: it returns to the timer's pool once a
-    /// whole window passed without a slow run.
+    /// whole window passed without a slow run (and `notice` is told).
     pub(crate) fn is_isolated(
         &self,
         name: &str,
@@ -268,17 +297,28 @@ impl Class {
         now: u64,
         notice: &Notice,
     ) -> bool {
-        if !self.isolated.load(Relaxed) {
-            return false;
+        if self.isolated_at(iso, now) || !self.isolated.load(Relaxed) {
+            return self.isolated.load(Relaxed);
         }
+        let mut slow = self.slow.lock();
+        // Looked at again under the lock: a slow run that ended meanwhile keeps it isolated.
         if now.saturating_sub(self.last_slow.load(Relaxed)) < iso.window {
-            return true;
+            return self.isolated.load(Relaxed);
         }
-        self.slow.lock().clear();
+        slow.clear();
         if self.isolated.swap(false, Relaxed) {
             notice.changed(name, false);
+            drop(slow);
+            notice.deliver();
         }
         false
+    }
+
+    /// Whether the class is isolated at clock time `now`, changing nothing (for `Stats`: reading
+    /// the figures tells the hook nothing; the change is made when the class's next task is
+    /// routed).
+    pub(crate) fn isolated_at(&self, iso: &IsolationNs, now: u64) -> bool {
+        self.isolated.load(Relaxed) && now.saturating_sub(self.last_slow.load(Relaxed)) < iso.window
     }
 }
 

@@ -198,7 +198,14 @@ pub(crate) fn run(core: &Arc<Core>, fire: Fire, pool: Pool) {
             let mut cx = start_run(core, fire.meant, started, 1, &mut label);
             core.panics.run(|| f.into_inner()(&mut cx));
             if core.routes.isolation.is_some() {
-                record_run(core, fire, pool, (started, core.clock.now()), late, None);
+                record_run(
+                    core,
+                    fire,
+                    pool,
+                    (started, core.clock.now()),
+                    Some(late),
+                    None,
+                );
             }
             finish(&shard, fire, run, DONE);
         }
@@ -260,20 +267,24 @@ fn route_of(fire: Fire) -> u32 {
 /// Records a run of the task of `fire` on `pool`, from clock time `started` to `end`, `late`
 /// ns after the instant it was meant for: in the pool's run times, in its class's record of
 /// slow runs (`own`: a repeating task's own class), which may isolate the class or let it
-/// return (see `route.rs`), and in a named class's figures.
+/// return (see `route.rs`), and in a named class's figures. `late` is `None` for a run its
+/// misfire policy skipped: no run, so only the class's record of slow runs sees it (a run of
+/// no length, which may let the class return).
 fn record_run(
     core: &Core,
     fire: Fire,
     pool: Pool,
     (started, end): (u64, u64),
-    late: u64,
+    late: Option<u64>,
     own: Option<&Class>,
 ) {
     let Some(iso) = core.routes.isolation else {
         return;
     };
     let ran = end.saturating_sub(started);
-    core.routes.record(pool, ran);
+    if late.is_some() {
+        core.routes.record(pool, ran);
+    }
     if pool == Pool::Own {
         // A task that names its own executor always runs there: isolation, which moves a class
         // off the timer's pool, has nothing to move, and its runs say nothing of the class's
@@ -303,9 +314,9 @@ fn record_run(
         _ => {
             if let Some(route) = core.routes.route(word) {
                 route.class.record(route.name(), &iso, ran, end, notice);
-                if route.is_named() {
-                    route.figures.run_time.record(ran);
-                    route.figures.lateness.record(late);
+                if let (Some(figures), Some(late)) = (&route.figures, late) {
+                    figures.run_time.record(ran);
+                    figures.lateness.record(late);
                 }
             }
         }
@@ -313,14 +324,12 @@ fn record_run(
 }
 
 /// Counts `runs` runs of the task of `fire` skipped by its misfire policy (in its named class's
-/// figures too).
-fn skip(core: &Core, fire: Fire, runs: u64) {
+/// figures too); `word` is the task's route word.
+pub(crate) fn skip(core: &Core, word: u32, runs: u64) {
     core.skipped.fetch_add(runs, Relaxed);
     crate::service::trace::skipped(runs);
-    if let Some(route) = core.routes.route(route_of(fire))
-        && route.is_named()
-    {
-        route.figures.skipped.fetch_add(runs, Relaxed);
+    if let Some(figures) = core.routes.route(word).and_then(|r| r.figures.as_deref()) {
+        figures.skipped.fetch_add(runs, Relaxed);
     }
 }
 
@@ -342,13 +351,14 @@ impl Periodic<'_> {
         // The instant this run was meant for, which `late` counts from.
         let mut meant = self.fire.meant;
         let next = loop {
-            let mut stopped = false;
+            let (mut stopped, mut ran) = (false, true);
             let started = meant.saturating_add(late);
             // Rounding to the tick makes every run up to a tick late: not a misfire.
             if repeat.cadence == Cadence::Rate(MisfirePolicy::Skip)
                 && late >= period.saturating_add(core.tick_ns)
             {
-                skip(core, self.fire, 1);
+                skip(core, route_of(self.fire), 1);
+                ran = false;
             } else {
                 repeat.runs += 1;
                 let Repeat { f, runs, label, .. } = &mut *repeat;
@@ -366,7 +376,7 @@ impl Periodic<'_> {
                 self.fire,
                 self.pool,
                 (started, now),
-                late,
+                ran.then_some(late),
                 Some(&repeat.class),
             );
             if stopped {
@@ -377,7 +387,7 @@ impl Periodic<'_> {
                 Cadence::Delay => (now.checked_add(period), 0),
             };
             if skipped > 0 {
-                skip(core, self.fire, skipped);
+                skip(core, route_of(self.fire), skipped);
             }
             match next {
                 Some(next)

@@ -70,9 +70,10 @@ type RouteKey = (Option<Arc<str>>, usize);
 pub(crate) struct Route {
     spec: RouteSpec,
     pub(crate) class: Class,
-    /// What `Stats::classes` reports of a named class (kept here, not in `Class`: a repeating
-    /// task's own class is a `Class` too, one per task).
-    pub(crate) figures: Figures,
+    /// What `Stats::classes` reports of a named class, with isolation on (kept here, not in
+    /// `Class`: a repeating task's own class is a `Class` too, one per task; and made only for a
+    /// named class without an executor of its own: two histograms are about 8 KB).
+    pub(crate) figures: Option<Box<Figures>>,
 }
 
 /// A named class's figures: run times, lateness, skipped runs (recorded with isolation on, which
@@ -93,11 +94,6 @@ pub(crate) struct ClassFigures<'a> {
 }
 
 impl Route {
-    /// True for a class a task named ([`Task::class`](crate::Task::class)).
-    pub(crate) fn is_named(&self) -> bool {
-        self.spec.class.is_some()
-    }
-
     /// Its class's name (`""`: the default class).
     pub(crate) fn name(&self) -> &str {
         self.spec.class.as_deref().unwrap_or("")
@@ -204,10 +200,11 @@ impl Routes {
         let Some(cell) = self.table.get_or_grow(id as usize).filter(|_| id < ID_MASK) else {
             return DEFAULT_ROUTE; // a billion routes: the rest share the default one
         };
+        let named = spec.class.is_some() && spec.executor.is_none();
         let _ = cell.set(Route {
             spec: spec.clone(),
             class: Class::default(),
-            figures: Figures::default(),
+            figures: (named && self.isolation.is_some()).then(Box::default),
         });
         self.len.store(id + 1, Release);
         index.insert(key, id);
@@ -313,7 +310,7 @@ impl Routes {
         };
         (0..self.len.load(Acquire))
             .filter_map(|id| self.table.get(id as usize)?.get())
-            .filter(|r| r.class.is_isolated(r.name(), &iso, now, &self.notice))
+            .filter(|r| r.class.isolated_at(&iso, now))
             .map(|r| r.name().to_owned())
             .collect()
     }
@@ -326,12 +323,13 @@ impl Routes {
         };
         (0..self.len.load(Acquire))
             .filter_map(|id| self.table.get(id as usize)?.get())
-            .filter(|r| r.spec.class.is_some() && r.spec.executor.is_none())
-            .map(|r| ClassFigures {
-                name: r.name(),
-                figures: &r.figures,
-                isolated: r.class.is_isolated(r.name(), &iso, now, &self.notice),
-                isolations: r.class.isolations(),
+            .filter_map(|r| {
+                Some(ClassFigures {
+                    name: r.name(),
+                    figures: r.figures.as_deref()?,
+                    isolated: r.class.isolated_at(&iso, now),
+                    isolations: r.class.isolations(),
+                })
             })
             .collect()
     }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::loom::atomic::Ordering::*;
 use crate::service::core::Core;
 use crate::service::core::Returned;
-use crate::service::job::{next_run, start_run};
+use crate::service::job::{next_run, skip, start_run};
 use crate::service::running::active;
 use crate::service::work::{Cadence, MisfirePolicy, Repeat, Work};
 
@@ -111,10 +111,10 @@ impl Core {
             Work::Every(mut repeat) => {
                 let period = repeat.period.max(self.tick_ns);
                 // `Skip` does not run late here either (see `job.rs`).
-                let skip = repeat.cadence == Cadence::Rate(MisfirePolicy::Skip)
+                let skipping = repeat.cadence == Cadence::Rate(MisfirePolicy::Skip)
                     && late >= period.saturating_add(self.tick_ns);
-                if skip {
-                    self.skipped.fetch_add(1, Relaxed);
+                if skipping {
+                    skip(self, r.route, 1);
                 } else {
                     repeat.runs += 1;
                     let Repeat { f, runs, label, .. } = &mut *repeat;
@@ -130,10 +130,12 @@ impl Core {
                     Cadence::Rate(policy) => next_run(r.deadline, period, now, policy),
                     Cadence::Delay => (now.checked_add(period), 0),
                 };
-                self.skipped.fetch_add(skipped, Relaxed);
+                if skipped > 0 {
+                    skip(self, r.route, skipped);
+                }
                 let Some(deadline) = next else {
                     self.panics.drop_task(repeat); // past the end of time: it ends here
-                    return (!skip, None);
+                    return (!skipping, None);
                 };
                 let again = Returned {
                     deadline,
@@ -141,7 +143,7 @@ impl Core {
                     elapsed: false,
                     route: r.route,
                 };
-                (!skip, Some(again))
+                (!skipping, Some(again))
             }
             Work::Wake(..) => unreachable!("futures are woken, not run, by shutdown"),
         }

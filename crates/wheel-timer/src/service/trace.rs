@@ -26,6 +26,13 @@ pub(crate) fn panicked(_message: &str) {
     tracing::warn!(target: "tickwheel", panic = _message, "a task panicked");
 }
 
+/// The user's hook `_hook` (a builder setting's name) panicked; the panic was caught.
+#[inline(always)]
+pub(crate) fn hook_panicked(_hook: &'static str, _message: &str) {
+    #[cfg(feature = "tracing")]
+    tracing::warn!(target: "tickwheel", hook = _hook, panic = _message, "a hook panicked");
+}
+
 /// The class `_class` (`""`: the default class) moved to the slow pool, or back.
 #[inline(always)]
 pub(crate) fn isolation(_class: &str, _isolated: bool) {

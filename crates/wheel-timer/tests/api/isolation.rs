@@ -675,8 +675,49 @@ fn a_named_class_counts_the_runs_its_misfire_policy_skipped_and_how_late_its_run
     assert_eq!(beat_stats.name, "beat");
     assert!(beat_stats.skipped >= 1, "{beat_stats:?}");
     assert_eq!(beat_stats.skipped, stats.skipped, "the only periodic task");
-    assert_eq!(beat_stats.run_time.runs, stats.run_time.runs);
-    assert!(beat.cancel());
+    // A skipped run is no run: neither its time nor its lateness counts.
+    assert_eq!((beat_stats.run_time.runs, stats.run_time.runs), (1, 1));
+    assert_eq!(beat_stats.lateness_max, Duration::ZERO);
+    assert_eq!(stats.lateness_max, Duration::ZERO);
+    // Skipped at shutdown too (`run_due`: a `Skip` run a period and a tick late is skipped).
+    clock.advance(100 * MS);
+    let report = timer.shutdown_with(tickwheel::ShutdownOptions::new().run_due(true));
+    assert_eq!(report.ran_due, 0);
+    let stats = timer.stats();
+    assert!(stats.skipped > beat_stats.skipped, "{stats:?}");
+    assert_eq!(stats.classes[0].skipped, stats.skipped);
+    assert!(!beat.cancel(), "handed back by shutdown");
+}
+
+/// The hook may call the timer: `stats()` decides nothing, and a change its own call causes
+/// is told after it returns, in order.
+#[test]
+fn an_isolation_hook_that_calls_the_timer_hears_changes_in_order() {
+    let clock = ManualClock::new();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let me: Arc<std::sync::OnceLock<tickwheel::WeakTimer>> = Arc::default();
+    let (log, timer_of_hook) = (seen.clone(), me.clone());
+    let timer = isolating_with(&clock, 3, move |class, isolated| {
+        log.lock().unwrap().push((class.to_owned(), isolated));
+        if let Some(t) = timer_of_hook.get() {
+            // A task due at once from inside the hook: handed out on this thread.
+            t.add_or_submit(Task::after(Duration::ZERO, || {}).class("report"))
+                .unwrap();
+        }
+    });
+    me.set(timer.downgrade()).unwrap();
+    for _ in 0..3 {
+        slow_report(&clock, &timer, 100 * MS);
+    }
+    timer.wait_idle();
+    clock.advance(WINDOW);
+    slow_report(&clock, &timer, MS);
+    timer.wait_idle();
+    let _ = timer.stats();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [("report".to_owned(), true), ("report".to_owned(), false)]
+    );
 }
 
 #[test]
