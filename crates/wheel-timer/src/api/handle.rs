@@ -154,6 +154,19 @@ impl TimerHandle {
         job::cancelled(&shard, self.slot(), shard.cancel(self.slot()))
     }
 
+    /// [`cancel`](Self::cancel), then the drop of this handle: for a future's task, whose
+    /// future holds its only handle, one compare-and-swap while it waits in its shard's ring
+    /// (see `Shard::cancel_sole`).
+    #[inline]
+    pub(crate) fn cancel_and_drop(self) {
+        if self.shard().cancel_sole(self.slot()) {
+            // The slot is vacant: the count this handle held left with its generation.
+            std::mem::forget(self);
+        } else {
+            self.cancel();
+        }
+    }
+
     /// Moves the task's next run to `delay` from now: `true` if it was waiting for its deadline
     /// and now has the new one (a zero delay sends it to the executor at once); `false` if it
     /// already started, ran, was cancelled, is on its way to the executor, or the timer is shut

@@ -31,6 +31,29 @@ impl<K: Kind> Shard<K> {
         self.cancel_slow(i, generation)
     }
 
+    /// A cancel and the drop of the one handle naming slot `i`, as one move when the task is
+    /// not yet stamped and no other handle names it (a future's task, whose future holds its
+    /// only handle): vacant at once, one generation on, as the two steps would leave it, and
+    /// the slot back on the free list. False if the task is not in that case; the caller then
+    /// cancels and drops its handle as usual.
+    #[inline(always)]
+    pub(crate) fn cancel_sole(&self, i: u32) -> bool {
+        let s = self.slots.get(i);
+        let generation = s.word().generation();
+        let vacated = s
+            .discard(
+                generation,
+                |w| w.state() == QUEUED && w.handles() == 1,
+                Word::vacated,
+                || self.count_cancel(true),
+            )
+            .is_some();
+        if vacated {
+            self.slots.release(i);
+        }
+        vacated
+    }
+
     #[inline(never)]
     fn cancel_slow(&self, i: u32, generation: u32) -> Cancel {
         let s = self.slots.get(i);

@@ -16,8 +16,8 @@
 //!   never touches a cell, so nothing else reaches that cell meanwhile.)
 //!
 //! So either the poll sees the word moved, or the ending side finds the waker: no wake-up is lost.
-//! A future that stops waiting on an arming takes its waker back out while its handle still pins
-//! the slot, and the ending side takes it too, so no runtime task is kept alive by a timer it no
+//! A future that stops waiting on an arming takes its waker back out (if a poll of it left one)
+//! while its handle still pins the slot, and the ending side takes it too, so no runtime task is kept alive by a timer it no
 //! longer waits on, and a later arming in the slot finds its cell empty. A re-armed future (a
 //! `reset` that could not move its task) moves the waker to the new arming's cell, or wakes it if
 //! that arming ended at once: whoever polled it still waits, and is woken by the new deadline

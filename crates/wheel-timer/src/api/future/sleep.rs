@@ -54,6 +54,10 @@ pub struct Sleep {
     deadline: Option<u64>,
     /// How the current arming ended, once a poll saw it (or the timer refused it).
     ended: Option<Outcome>,
+    /// True once a waker may have been left in the current arming's cell: a sleep dropped
+    /// without a `Pending` poll then skips the cell, its lookup and its lock (a fifth of a
+    /// sleep made and dropped).
+    waker_left: bool,
     timer: TimerRef,
 }
 
@@ -111,6 +115,7 @@ impl Sleep {
             ended: refused(&handle),
             handle,
             deadline,
+            waker_left: false,
             timer,
         }
     }
@@ -206,7 +211,11 @@ impl Sleep {
         self.handle = core.and_then(|core| arm(core, When::Clock(deadline)));
         self.ended = refused(&self.handle);
         let ended = match (&self.handle, waker) {
-            (Some(h), Some(w)) => h.pass_waker(w),
+            (Some(h), Some(w)) => {
+                let back = h.pass_waker(w);
+                self.waker_left = back.is_none();
+                back
+            }
             (_, w) => w,
         };
         if let Some(w) = ended {
@@ -222,28 +231,30 @@ impl Sleep {
         }
     }
 
-    /// Cancels the armed timer, if any (the future will not complete for this arming), keeping
-    /// its deadline if it was stamped: a completed [`Timeout`](super::Timeout) still shows it.
+    /// Cancels the armed timer, if any: the future will not complete for this arming. A
+    /// deadline not stamped yet is not looked up first: only a completed
+    /// [`Timeout`](super::Timeout) calls this, which never asks for it again (its `Debug`
+    /// shows `None` then).
     pub(crate) fn cancel(&mut self) {
-        if self.deadline.is_none()
-            && let Some(h) = &self.handle
-        {
-            // Kept if it was stamped (the slot's line is needed for the cancel anyway).
-            self.deadline = h.deadline_if_stamped_ns();
-        }
         drop(self.disarm());
     }
 
-    /// `cancel` where the deadline is known already or can never be asked for again (a
-    /// re-arming, a drop): no look at the slot's stamp first. The waker left for this arming
-    /// is taken back before the handle lets the slot go (see the module docs).
-    /// Returns that waker, for the caller to drop (with nothing borrowed: foreign code, which
-    /// may drop or make sleeps) or to pass on.
+    /// Ends the current arming: takes back the waker it may have left in the slot's cell (see
+    /// the module docs of `slots/waker.rs`), then cancels the task and lets its slot go, in one
+    /// compare-and-swap when the task still waits in its shard's ring (the sleep holds its only
+    /// handle). Returns that waker, for the caller to drop (with nothing borrowed: foreign code,
+    /// which may drop or make sleeps) or to pass on.
     #[must_use = "a waker is dropped by the caller, outside every borrow"]
     fn disarm(&mut self) -> Option<Waker> {
         let h = self.handle.take()?;
-        h.cancel();
-        h.take_waker()
+        // Taken before the cancel, while the handle still pins the slot: an arming that ends
+        // in between finds the cell empty and wakes nobody, which is what a cancel wants.
+        let waker = match std::mem::take(&mut self.waker_left) {
+            true => h.take_waker(),
+            false => None,
+        };
+        h.cancel_and_drop();
+        waker
     }
 
     /// Starts bringing the lines a cancel touches into the cache (the slot, its waker cell): a
@@ -287,7 +298,10 @@ impl Sleep {
         let Some(h) = &self.handle else {
             return Poll::Pending;
         };
-        let o = ready!(h.poll_wake(cx));
+        let polled = h.poll_wake(cx);
+        self.waker_left |= polled.is_pending();
+        let o = ready!(polled);
+        self.waker_left = false;
         // Nothing left to cancel, and nothing to take from the cell: the ending side takes the
         // waker (if it has not yet; a spurious wake-up of this task at worst). That side stamped
         // the slot before it moved the word (which this poll read, acquiring the stamp): keep
@@ -299,7 +313,11 @@ impl Sleep {
     }
 }
 
-/// Adds the task of an arming: `None` if the timer refuses it (shut down).
+/// Adds the task of an arming: `None` if the timer refuses it (shut down). Inlined, so `when`
+/// is built in place: passed by reference, it was written as two 8-byte stores and read back at
+/// once as one 16-byte load, a failed store-to-load forward that took a quarter of a sleep's
+/// make-and-drop (`perf annotate`).
+#[inline(always)]
 fn arm(core: &Arc<Core>, when: When) -> Option<TimerHandle> {
     let task = Task {
         when,
