@@ -259,8 +259,12 @@ impl Sleep {
 
     /// Starts bringing the lines a cancel touches into the cache (the slot, its waker cell): a
     /// future that wraps another calls it before polling that one, which then hides the wait.
+    /// Only once a poll left a waker: before that (the first poll, right after the add) the
+    /// lines are in the cache already, and the look-ups would be all the prefetch costs.
     pub(crate) fn prefetch(&self) {
-        if let Some(h) = &self.handle {
+        if self.waker_left
+            && let Some(h) = &self.handle
+        {
             h.prefetch();
         }
     }
