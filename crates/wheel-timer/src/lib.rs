@@ -85,7 +85,7 @@
 mod loom;
 
 /// Layer 1: the slot protocol (a shard's task slots, their state words, ownership, free lists,
-/// a future's waker cell).
+/// where a future's waker waits).
 mod slots;
 
 /// Layer 2: one adding thread's shard (its slots, the ring of unstamped adds, its wheel), generic

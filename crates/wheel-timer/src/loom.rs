@@ -101,3 +101,21 @@ mod imp {
 }
 
 pub(crate) use imp::*;
+
+/// One turn of a wait for another thread's short hold (a slot's `HELD` bit): a spin hint, and
+/// after `turn` 64 the processor given up, for a holder the OS descheduled. Under loom, a yield,
+/// so the model runs the holder.
+#[inline]
+pub(crate) fn spin(turn: u32) {
+    #[cfg(not(loom))]
+    if turn < 64 {
+        std::hint::spin_loop();
+    } else {
+        std::thread::yield_now();
+    }
+    #[cfg(loom)]
+    {
+        let _ = turn;
+        loom::thread::yield_now();
+    }
+}

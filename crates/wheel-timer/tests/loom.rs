@@ -537,6 +537,31 @@ fn sleep_drop_and_reuse_race_fire() {
     });
 }
 
+/// A polled sleep still unstamped in its shard's ring is dropped on another thread (a cancel
+/// and the handle's drop in one move, with the waker taken out of the task) while the tick
+/// thread drains the ring and stamps the task: whichever goes first, the waker is released and
+/// never woken, the cancel counts once, and nothing is left pending. (What a reused slot does
+/// after is `sleep_drop_and_reuse_race_fire`'s; left out here, it made this model 13 minutes.)
+#[test]
+fn sleep_drop_in_the_ring_races_stamping() {
+    loom::model(|| {
+        let clock = StepClock::new();
+        let timer = stepping(&clock);
+        let mut sleep = timer.sleep(Duration::from_secs(1));
+        let (old, old_waker) = counted_waker();
+        assert!(!poll_sleep(&mut sleep, &old_waker));
+        drop(old_waker);
+        let dropper = loom::thread::spawn(move || drop(sleep));
+        clock.kick(0); // the tick thread drains the ring
+        dropper.join().unwrap();
+        assert_eq!(Arc::strong_count(&old), 1, "the timer kept the waker");
+        assert_eq!(old.0.load(SeqCst), 0, "a dropped sleep was woken");
+        assert_eq!(timer.pending(), 0);
+        let stats = timer.stats();
+        assert_eq!((stats.cancelled, stats.fired), (1, 0), "{stats:?}");
+    });
+}
+
 /// The owner's own drain (a short delay is filed at once, and drains the ring with it) stamps a
 /// task's record while another thread cancels that task and drops its handle; then the owner adds
 /// again, and the free list may give it the cancelled task's slot. The owner's drain does not pin

@@ -8,9 +8,12 @@ use std::time::{Duration, Instant};
 use tickwheel_reaper::duration_to_ns;
 
 use crate::loom::atomic::Ordering::*;
+use crate::service::core::Tasks;
 use crate::service::dispatch;
 use crate::service::job;
 use crate::service::registry::{self, ShardRef};
+use crate::service::work::Work;
+use crate::shard::Kind;
 use crate::slots::waker::Outcome;
 use crate::slots::word::{CANCELLED, DUE, QUEUED, RETURNED, RUNNING, STOP, WAITING, Word};
 
@@ -80,15 +83,10 @@ impl TimerHandle {
         self.id.get() as u32
     }
 
-    /// Starts bringing the task's slot, and its waker cell if it has one, into the cache (see
-    /// `slots/prefetch.rs`).
+    /// Starts bringing the task's slot into the cache (see `slots/prefetch.rs`).
     #[inline]
     pub(crate) fn prefetch(&self) {
-        let slots = &self.shard().slots;
-        crate::slots::prefetch::line(slots.get(self.slot()));
-        if let Some(cell) = slots.waker_cell(self.slot()) {
-            crate::slots::prefetch::line(cell);
-        }
+        crate::slots::prefetch::line(self.shard().slots.get(self.slot()));
     }
 
     #[inline]
@@ -96,27 +94,57 @@ impl TimerHandle {
         self.shard().slots.get(self.slot()).word()
     }
 
-    /// For a future's task: ready with how it ended, else leaves `cx`'s waker in the slot's
-    /// waker cell for whoever ends it (see `slots/waker.rs`).
-    pub(crate) fn poll_wake(&self, cx: &mut Context<'_>) -> Poll<Outcome> {
-        let slots = &self.shard().slots;
-        let s = slots.get(self.slot());
-        slots.waker_cell_or_grow(self.slot()).poll(cx, || s.word())
+    /// For a future's task: ready with how it ended, else leaves `cx`'s waker in the task for
+    /// whoever ends it (see `slots/waker.rs`). `empty`: no poll left a waker there yet.
+    #[inline]
+    pub(crate) fn poll_wake(&self, cx: &mut Context<'_>, empty: bool) -> Poll<Outcome> {
+        let shard = self.shard();
+        let s = shard.slots.get(self.slot());
+        s.poll_waker(s.word().generation(), cx, Tasks::waker, empty)
     }
 
-    /// For a future's task: keeps `waker` in its cell for whoever ends it, as a poll would; if
-    /// it ended already, hands `waker` back for the caller to wake.
+    /// For a future's task: keeps `waker` in it for whoever ends it, as a poll would; if it
+    /// ended already, hands `waker` back for the caller to wake.
     pub(crate) fn pass_waker(&self, waker: Waker) -> Option<Waker> {
-        let slots = &self.shard().slots;
-        let s = slots.get(self.slot());
-        let cell = slots.waker_cell_or_grow(self.slot());
-        cell.store(waker, || s.word()).err().map(|(_, w)| w)
+        let shard = self.shard();
+        let s = shard.slots.get(self.slot());
+        match s.store_waker(s.word().generation(), waker, Tasks::waker) {
+            Ok(replaced) => {
+                drop(replaced); // none: the re-armed task is new
+                None
+            }
+            Err((_, waker)) => Some(waker),
+        }
     }
 
-    /// For a future's task: the waker left in its cell, taken back out (the future no longer
-    /// waits on this arming).
-    pub(crate) fn take_waker(&self) -> Option<Waker> {
-        self.shard().slots.waker_cell(self.slot())?.take()
+    /// For a future's task: [`cancel`](Self::cancel), then the drop of this handle, and the
+    /// waker a poll left in the task (`waker_left`) taken back out for the caller, who drops it
+    /// or passes it on. One compare-and-swap while the task waits unstamped in its shard's ring
+    /// (the future holds its only handle, see `Shard::cancel_sole`): the waker comes out with
+    /// the task.
+    #[inline]
+    pub(crate) fn cancel_and_drop(self, waker_left: bool) -> Option<Waker> {
+        let shard = self.shard();
+        let keep = |work: &mut Work| match waker_left {
+            true => Tasks::waker(work).and_then(Option::take),
+            false => None,
+        };
+        if let Some(waker) = shard.cancel_sole(self.slot(), keep) {
+            // The slot is vacant: the count this handle held left with its generation.
+            std::mem::forget(self);
+            return waker;
+        }
+        // Taken before the cancel, while this handle still pins the slot: an arming that ends
+        // in between finds no waker and wakes nobody, which is what a cancel wants.
+        let waker = match waker_left {
+            true => {
+                let s = shard.slots.get(self.slot());
+                s.take_waker(s.word().generation(), Tasks::waker)
+            }
+            false => None,
+        };
+        self.cancel();
+        waker
     }
 
     /// Stops the task: `true` iff this call stopped it from running (again). A one-shot task
@@ -152,19 +180,6 @@ impl TimerHandle {
     pub fn cancel(&self) -> bool {
         let shard = self.shard();
         job::cancelled(&shard, self.slot(), shard.cancel(self.slot()))
-    }
-
-    /// [`cancel`](Self::cancel), then the drop of this handle: for a future's task, whose
-    /// future holds its only handle, one compare-and-swap while it waits in its shard's ring
-    /// (see `Shard::cancel_sole`).
-    #[inline]
-    pub(crate) fn cancel_and_drop(self) {
-        if self.shard().cancel_sole(self.slot()) {
-            // The slot is vacant: the count this handle held left with its generation.
-            std::mem::forget(self);
-        } else {
-            self.cancel();
-        }
     }
 
     /// Moves the task's next run to `delay` from now: `true` if it was waiting for its deadline

@@ -209,15 +209,11 @@ pub(crate) fn run(core: &Arc<Core>, fire: Fire, pool: Pool) {
             }
             finish(&shard, fire, run, DONE);
         }
-        Work::Wake(_) => {
+        Work::Wake(waker) => {
             core.count_run(late);
-            // The claim above moved the word: a poll from now on sees the arming ended, and the
-            // waker of one before it is in the cell (see `slots/waker.rs`). Taken before the
-            // finish below lets the slot be vacated, so it is this arming's. (Looked up with
-            // `or_grow`: a read-modify-write of the chunk's state if it looks unpublished, so a
-            // chunk a poll on another thread published is seen.)
-            let waker = shard.slots.waker_cell_or_grow(fire.slot).take();
-            // A waker is foreign code: a panicking one is counted like a panicking task.
+            // The claim above took the task with the waker a poll left in it (see
+            // `slots/waker.rs`); a poll from now on sees the arming ended. A waker is foreign
+            // code: a panicking one is counted like a panicking task.
             if let Some(w) = waker {
                 core.panics.run(|| w.wake());
             }

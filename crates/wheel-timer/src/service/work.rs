@@ -123,9 +123,8 @@ pub(crate) enum Work {
     },
     Every(Box<Repeat>),
     /// Wakes a future: run where it is handed out, never on the executor, and never returned by
-    /// `shutdown` (which wakes it instead). In the slot it holds nothing (the future's waker is
-    /// in the slot's waker cell, see `slots/waker.rs`); taken out to end the arming, it holds the
-    /// waker taken from the cell.
+    /// `shutdown` (which wakes it instead). It holds the future's waker once a poll left one
+    /// (see `slots/waker.rs`), and whoever ends the arming wakes the waker in the task it took.
     Wake(Option<Waker>),
 }
 

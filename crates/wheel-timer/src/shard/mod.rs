@@ -59,8 +59,9 @@ pub(crate) trait Kind: Sized + 'static {
     type Work: Send + 'static;
     /// The timer the shard belongs to (its back-pointer: [`Shard::timer`]).
     type Timer: Send + Sync + 'static;
-    /// The waker place of a task that wakes a future (`None` for any other task): shutdown's
-    /// drain puts the future's waker there, to be woken outside the lock.
+    /// The waker place of a task that wakes a future (`None` for any other task): the future's
+    /// poll leaves its waker there (see `slots/waker.rs`), and whoever ends the arming finds it
+    /// in the task it takes.
     fn waker(work: &mut Self::Work) -> Option<&mut Option<Waker>>;
 }
 

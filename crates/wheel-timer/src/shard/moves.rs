@@ -34,24 +34,22 @@ impl<K: Kind> Shard<K> {
     /// A cancel and the drop of the one handle naming slot `i`, as one move when the task is
     /// not yet stamped and no other handle names it (a future's task, whose future holds its
     /// only handle): vacant at once, one generation on, as the two steps would leave it, and
-    /// the slot back on the free list. False if the task is not in that case; the caller then
-    /// cancels and drops its handle as usual.
+    /// the slot back on the free list. `keep` takes what the caller wants out of the task (the
+    /// future's waker, if a poll left one) before the rest is dropped. `None` if the task is not
+    /// in that case: the caller then cancels and drops its handle as usual.
     #[inline(always)]
-    pub(crate) fn cancel_sole(&self, i: u32) -> bool {
+    pub(crate) fn cancel_sole<R>(&self, i: u32, keep: impl FnOnce(&mut K::Work) -> R) -> Option<R> {
         let s = self.slots.get(i);
         let generation = s.word().generation();
-        let vacated = s
-            .discard(
-                generation,
-                |w| w.state() == QUEUED && w.handles() == 1,
-                Word::vacated,
-                || self.count_cancel(true),
-            )
-            .is_some();
-        if vacated {
-            self.slots.release(i);
-        }
-        vacated
+        let kept = s.discard_keeping(
+            generation,
+            |w| w.state() == QUEUED && w.handles() == 1,
+            Word::vacated,
+            keep,
+        )?;
+        self.count_cancel(true);
+        self.slots.release(i);
+        Some(kept)
     }
 
     #[inline(never)]

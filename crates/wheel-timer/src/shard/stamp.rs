@@ -260,7 +260,7 @@ impl<K: Kind> Shard<K> {
             // written before it was published or under this lock; an unstamped one is due
             // later.
             let elapsed = Cell::new(false);
-            let Some((old, mut work)) = s.take(
+            let Some((old, work)) = s.take(
                 generation,
                 |w| matches!(w.state(), QUEUED | WAITING | DUE),
                 |w| {
@@ -274,12 +274,8 @@ impl<K: Kind> Shard<K> {
             ) else {
                 continue;
             };
-            if let Some(waker) = K::waker(&mut work) {
-                // The word moved first (see `slots/waker.rs`); shutdown wakes it, outside the
-                // lock. (The future may let the slot go meanwhile, but no add takes a slot of a
-                // timer shutting down. `or_grow`: see `job::run`.)
-                *waker = self.slots.waker_cell_or_grow(i).take();
-            }
+            // A future's waker came out with its task (see `slots/waker.rs`): shutdown wakes it,
+            // outside the lock.
             let deadline = if old.state() == QUEUED && !old.has(STAMPED) {
                 // Stamped now, under the shard lock as every stamp (see `stamped_deadline`).
                 let deadline = now.saturating_add(s.deadline.load(Relaxed));

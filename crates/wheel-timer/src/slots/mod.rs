@@ -12,7 +12,7 @@
 //! | `remote_free.rs` | slots freed by other threads, waiting for the owner |
 //! | `append_only.rs` | an array whose elements never move, grown in chunks |
 //! | `prefetch.rs` | a cache-line prefetch hint |
-//! | `waker.rs` | a future's waker cell, beside its slot, and how an arming ended |
+//! | `waker.rs` | a future's waker, kept in its task in the slot (`HELD`), and how an arming ended |
 //!
 //! Imports nothing from the layers above (`shard`, `service`, `api`).
 

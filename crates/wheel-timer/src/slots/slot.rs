@@ -22,13 +22,21 @@
 //!
 //! [`Slot::transition`] moves the word between states on the same side of that line and never
 //! touches the cell.
+//!
+//! One more way in, while the task sits in the cell: a future's poll sets the word's `HELD` bit
+//! ([`Slot::with_held`], acquire) to leave its waker in (or take it from) its own task, and
+//! clears it (release). A move that takes the task waits while the bit is set, so the two never
+//! meet in the cell; the bit's holder runs no foreign code while it holds it (see `waker.rs`).
 
 #![allow(unsafe_code)]
 
 use crate::loom::UnsafeCell;
 use crate::loom::atomic::{AtomicU64, Ordering::*};
+use crate::loom::spin;
 use crate::slots::owner::OwnedFree;
-use crate::slots::word::{BUSY, DUE, PLAIN, QUEUED, RUNNING, STOP, State, VACANT, WAITING, Word};
+use crate::slots::word::{
+    BUSY, DUE, HELD, PLAIN, QUEUED, RUNNING, STOP, State, VACANT, WAITING, Word,
+};
 
 /// True for the states in which the cell holds the task.
 fn holds(state: State) -> bool {
@@ -126,7 +134,7 @@ impl<T> Slot<T> {
         from: impl Fn(Word) -> bool,
         to: impl Fn(Word) -> Word,
     ) -> Option<(Word, T)> {
-        let old = self.exchange(generation, from, |w| {
+        let old = self.exchange_out(generation, from, |w| {
             let next = to(w);
             assert!(
                 holds(w.state()) && !holds(next.state()),
@@ -154,7 +162,7 @@ impl<T> Slot<T> {
         to: impl Fn(Word) -> Word,
         counted: impl FnOnce(),
     ) -> Option<Word> {
-        let old = self.exchange(generation, from, |w| {
+        let old = self.exchange_out(generation, from, |w| {
             let next = to(w);
             assert!(
                 holds(w.state()) && !holds(next.state()),
@@ -173,6 +181,35 @@ impl<T> Slot<T> {
             }
         });
         Some(old)
+    }
+
+    /// As [`discard`](Self::discard), for a cancel that keeps a part of the task: `keep` moves
+    /// it out of the task in place (a future's waker), then the rest is dropped where it lies.
+    /// (Taken out whole, the task went through the stack as unaligned 16-byte halves read back
+    /// at once as 8-byte words: a failed store-to-load forward that took a third of a sleep's
+    /// drop.) `keep` runs no foreign code; the rest's drop may (see `discard`).
+    #[inline]
+    pub(crate) fn discard_keeping<R>(
+        &self,
+        generation: u32,
+        from: impl Fn(Word) -> bool,
+        to: impl Fn(Word) -> Word,
+        keep: impl FnOnce(&mut T) -> R,
+    ) -> Option<R> {
+        self.exchange_out(generation, from, |w| {
+            let next = to(w);
+            assert!(
+                holds(w.state()) && !holds(next.state()),
+                "{w:?} -> {next:?} does not take the task out"
+            );
+            next
+        })?;
+        // SAFETY: as in `take`: the exchange made this thread the cell's owner.
+        Some(self.task.with_mut(|cell| unsafe {
+            let kept = keep((*cell).as_mut().expect("a holding state holds its task"));
+            *cell = None;
+            kept
+        }))
     }
 
     /// The job's claim: `DUE` -> `RUNNING | BUSY`, with the task. `None` if the task was
@@ -213,6 +250,80 @@ impl<T> Slot<T> {
                 Err(now) => w = Word(now),
             }
         }
+    }
+}
+
+impl<T> Slot<T> {
+    /// [`exchange`](Self::exchange) for a move that takes the task out of the cell: it waits
+    /// while a future's poll holds the cell (`HELD`, see [`with_held`](Self::with_held)).
+    #[inline]
+    fn exchange_out(
+        &self,
+        generation: u32,
+        from: impl Fn(Word) -> bool,
+        to: impl Fn(Word) -> Word,
+    ) -> Option<Word> {
+        let mut w = self.word();
+        let mut turn = 0;
+        loop {
+            if w.generation() != generation || !from(w) {
+                return None;
+            }
+            if w.has(HELD) {
+                spin(turn);
+                turn += 1;
+                w = self.word();
+                continue;
+            }
+            match self
+                .word
+                .compare_exchange_weak(w.0, to(w).0, AcqRel, Acquire)
+            {
+                Ok(_) => return Some(w),
+                Err(now) => w = Word(now),
+            }
+        }
+    }
+
+    /// Runs `f` on the task in the cell while the word is in a holding state of `generation`,
+    /// the cell held by this thread through the word's `HELD` bit: a move that takes the task
+    /// waits meanwhile. `Err(word)`, without running `f`, if the slot holds no task of that
+    /// generation (it ended, or was taken).
+    ///
+    /// For the task's future only (it reaches the slot through `&mut`, so there is one caller
+    /// at a time per slot: the bit is not a lock between callers). `f` runs no foreign code (a
+    /// waker's `clone` or `drop` may do anything, including wait for this slot's task): it only
+    /// moves a waker in or out.
+    #[inline]
+    pub(crate) fn with_held<R>(
+        &self,
+        generation: u32,
+        f: impl FnOnce(&mut T) -> R,
+    ) -> Result<R, Word> {
+        let mut w = self.word();
+        loop {
+            if w.generation() != generation || !holds(w.state()) {
+                return Err(w);
+            }
+            debug_assert!(!w.has(HELD), "one holder at a time: {w:?}");
+            match self
+                .word
+                .compare_exchange_weak(w.0, w.with(HELD).0, Acquire, Acquire)
+            {
+                Ok(_) => break,
+                Err(now) => w = Word(now),
+            }
+        }
+        // SAFETY: the word is in a holding state and this thread set `HELD`: every move that
+        // takes the task waits for the bit to clear (`exchange_out`), and nobody else writes the
+        // cell in a holding state (the owner writes it only while `VACANT`, a job only while
+        // `RUNNING`). The acquire above saw the release that put the task there.
+        let r = self.task.with_mut(|cell| unsafe {
+            f((*cell).as_mut().expect("a holding state holds its task"))
+        });
+        // Release: the next taker, whose compare-and-swap acquires this, sees what `f` wrote.
+        self.word.fetch_and(!HELD, Release);
+        Ok(r)
     }
 }
 

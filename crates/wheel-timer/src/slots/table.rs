@@ -9,7 +9,6 @@ use crate::slots::free_list::FreeList;
 use crate::slots::owner::{OwnedFree, OwnerToken, Ownership};
 use crate::slots::remote_free::RemoteFree;
 use crate::slots::slot::{Slot, Vacant};
-use crate::slots::waker::WakerCell;
 
 /// A shard's slots. The owner thread allocates; any thread may vacate.
 pub(crate) struct Slots<T> {
@@ -18,9 +17,6 @@ pub(crate) struct Slots<T> {
     /// adder before it publishes the slot (and by a repeating task's job while it runs), read by
     /// the tick thread and the job.
     routes: AppendOnly<std::sync::atomic::AtomicU32>,
-    /// Each slot's waker cell, for a future's task (see `waker.rs`): a chunk is allocated
-    /// by the first future polled in it, so a shard that only runs closures has the first only.
-    wakers: AppendOnly<WakerCell>,
     /// Slots created so far; written by the owner (sequentially consistent, after the slot
     /// exists), read by scans (shutdown).
     len: CachePadded<AtomicU32>,
@@ -37,7 +33,6 @@ impl<T> Slots<T> {
         Slots {
             all: AppendOnly::new(),
             routes: AppendOnly::new(),
-            wakers: AppendOnly::new(),
             len: CachePadded::new(AtomicU32::new(0)),
             vacated: RemoteFree::new(),
             mine: CachePadded::new(Ownership::new()),
@@ -73,19 +68,6 @@ impl<T> Slots<T> {
     pub(crate) fn route(&self, i: u32) -> &std::sync::atomic::AtomicU32 {
         self.routes
             .get(i as usize)
-            .expect("slot indexes come from this shard")
-    }
-
-    /// The waker cell of slot `i`, if a future was ever polled in its chunk (else it is empty).
-    #[inline]
-    pub(crate) fn waker_cell(&self, i: u32) -> Option<&WakerCell> {
-        self.wakers.get(i as usize)
-    }
-
-    /// The waker cell of slot `i`, which this shard created, allocating its chunk if need be.
-    pub(crate) fn waker_cell_or_grow(&self, i: u32) -> &WakerCell {
-        self.wakers
-            .get_or_grow(i as usize)
             .expect("slot indexes come from this shard")
     }
 
@@ -176,10 +158,7 @@ impl<T> Slots<T> {
     /// Bytes of the slot array and of the list of slots vacated elsewhere (not of the owner's
     /// free set: a bit per slot, readable only by the owner).
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.all.heap_bytes()
-            + self.routes.heap_bytes()
-            + self.wakers.heap_bytes()
-            + self.vacated.heap_bytes()
+        self.all.heap_bytes() + self.routes.heap_bytes() + self.vacated.heap_bytes()
     }
 }
 

@@ -11,7 +11,8 @@
 //! | 7       | `BUSY`       | with `RUNNING`: the task's closure is running now (a cancel of a periodic task from another thread waits for it to end) |
 //! | 8       | `WAKE`       | the task wakes a future (`Sleep`, `Timeout`, `Interval`): it runs on the thread that hands it out, not on the executor (set at add, fixed while the slot is occupied) |
 //! | 9       | `PLAIN`      | the cell holds nothing to drop: a one-shot closure of a zero-size type without drop glue, and no key (set at add, fixed while the slot is occupied); a cancel overwrites the cell without reading it (see `Slot::discard`) |
-//! | 10..32  | handles      | live [`TimerHandle`](crate::TimerHandle)s naming this slot; sticky at its maximum |
+//! | 10      | `HELD`       | in a holding state: a future's poll has the cell for a moment, to leave or take its waker there; a move that takes the task waits for it to clear (see `waker.rs`) |
+//! | 11..32  | handles      | live [`TimerHandle`](crate::TimerHandle)s naming this slot; sticky at its maximum |
 //! | 32..64  | generation   | bumped each time the slot is vacated, so stale references never match |
 //!
 //! ## States
@@ -50,11 +51,12 @@ pub(crate) const STAMPED: u64 = 1 << 6;
 pub(crate) const BUSY: u64 = 1 << 7;
 pub(crate) const WAKE: u64 = 1 << 8;
 pub(crate) const PLAIN: u64 = 1 << 9;
+pub(crate) const HELD: u64 = 1 << 10;
 const FLAGS: u64 = STOP | PERIODIC | STAMPED | BUSY | WAKE | PLAIN;
-const HANDLE_SHIFT: u32 = 10;
+const HANDLE_SHIFT: u32 = 11;
 const HANDLE_ONE: u64 = 1 << HANDLE_SHIFT;
 /// The largest handle count; a count that reaches it never moves again (the slot stays pinned).
-pub(crate) const MAX_HANDLES: u64 = (1 << 22) - 1;
+pub(crate) const MAX_HANDLES: u64 = (1 << 21) - 1;
 const GEN_SHIFT: u32 = 32;
 
 /// A decoded slot word.
@@ -177,7 +179,7 @@ impl std::fmt::Debug for Word {
         .unwrap_or("?");
         write!(
             f,
-            "Word(gen {}, {name}{}{}{}{}{}{}, {} handles)",
+            "Word(gen {}, {name}{}{}{}{}{}{}{}, {} handles)",
             self.generation(),
             if self.has(STOP) { "|STOP" } else { "" },
             if self.has(PERIODIC) { "|PERIODIC" } else { "" },
@@ -185,6 +187,7 @@ impl std::fmt::Debug for Word {
             if self.has(BUSY) { "|BUSY" } else { "" },
             if self.has(WAKE) { "|WAKE" } else { "" },
             if self.has(PLAIN) { "|PLAIN" } else { "" },
+            if self.has(HELD) { "|HELD" } else { "" },
             self.handles()
         )
     }

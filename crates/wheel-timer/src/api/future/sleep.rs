@@ -239,26 +239,19 @@ impl Sleep {
         drop(self.disarm());
     }
 
-    /// Ends the current arming: takes back the waker it may have left in the slot's cell (see
-    /// the module docs of `slots/waker.rs`), then cancels the task and lets its slot go, in one
-    /// compare-and-swap when the task still waits in its shard's ring (the sleep holds its only
-    /// handle). Returns that waker, for the caller to drop (with nothing borrowed: foreign code,
-    /// which may drop or make sleeps) or to pass on.
+    /// Ends the current arming: cancels the task and lets its slot go (one compare-and-swap
+    /// while it still waits in its shard's ring: the sleep holds its only handle), taking back
+    /// the waker a poll may have left in it (see `slots/waker.rs`). Returns that waker, for the
+    /// caller to drop (with nothing borrowed: foreign code, which may drop or make sleeps) or to
+    /// pass on.
     #[must_use = "a waker is dropped by the caller, outside every borrow"]
     fn disarm(&mut self) -> Option<Waker> {
         let h = self.handle.take()?;
-        // Taken before the cancel, while the handle still pins the slot: an arming that ends
-        // in between finds the cell empty and wakes nobody, which is what a cancel wants.
-        let waker = match std::mem::take(&mut self.waker_left) {
-            true => h.take_waker(),
-            false => None,
-        };
-        h.cancel_and_drop();
-        waker
+        h.cancel_and_drop(std::mem::take(&mut self.waker_left))
     }
 
-    /// Starts bringing the lines a cancel touches into the cache (the slot, its waker cell): a
-    /// future that wraps another calls it before polling that one, which then hides the wait.
+    /// Starts bringing the line a cancel touches (the slot's) into the cache: a future that
+    /// wraps another calls it before polling that one, which then hides the wait.
     /// Only once a poll left a waker: before that (the first poll, right after the add) the
     /// lines are in the cache already, and the look-ups would be all the prefetch costs.
     pub(crate) fn prefetch(&self) {
@@ -302,12 +295,12 @@ impl Sleep {
         let Some(h) = &self.handle else {
             return Poll::Pending;
         };
-        let polled = h.poll_wake(cx);
+        let polled = h.poll_wake(cx, !self.waker_left);
         self.waker_left |= polled.is_pending();
         let o = ready!(polled);
         self.waker_left = false;
-        // Nothing left to cancel, and nothing to take from the cell: the ending side takes the
-        // waker (if it has not yet; a spurious wake-up of this task at worst). That side stamped
+        // Nothing left to cancel, and no waker to take back: the ending side took the task with
+        // it (a spurious wake-up of this task at worst). That side stamped
         // the slot before it moved the word (which this poll read, acquiring the stamp): keep
         // the deadline before the handle lets the slot go.
         self.deadline.get_or_insert_with(|| h.stamped_deadline_ns());
