@@ -59,8 +59,9 @@ pub struct Timer {
 pub(crate) type DropHook = Box<dyn FnOnce(Vec<Task>) + Send>;
 
 impl Timer {
-    /// A timer with the defaults: tick 1 ms, 256 buckets per level, a rayon pool as wide as the
-    /// machine, no `max_pending`.
+    /// A timer with the defaults: tick 1 ms, 256 buckets per level, tasks on the process's shared
+    /// rayon pool (as wide as the machine, started by the first task that needs it: a timer used
+    /// only for futures starts no pool), no `max_pending`.
     pub fn new() -> Result<Timer, BuildError> {
         Timer::builder().build()
     }

@@ -6,4 +6,5 @@ mod support;
 
 mod isolation;
 mod layers;
+mod lazy_pool;
 mod tasks;
