@@ -104,7 +104,7 @@ pub use api::builder::TimerBuilder;
 pub use api::error::{AddError, BuildError};
 pub use api::future::{Interval, Sleep, Timeout, TimeoutError};
 pub use api::handle::{TaskState, TimerHandle};
-pub use api::shutdown::{ShutdownOptions, ShutdownReport};
+pub use api::shutdown::{ShutdownFuture, ShutdownOptions, ShutdownReport};
 pub use api::stats::{ClassStats, RunTimes, Stats};
 pub use api::task::context::WeakTimer;
 pub use api::task::{OnceBody, RepeatBody, Task};

@@ -52,6 +52,7 @@ pub struct TimerBuilder {
     executor: Option<Arc<dyn Executor>>,
     on_panic: Option<Hook>,
     on_drop: Option<DropHook>,
+    drop_wait: Duration,
     isolation: Option<Isolation>,
     on_isolation: Option<IsolationHook>,
 }
@@ -66,6 +67,7 @@ impl fmt::Debug for TimerBuilder {
             .field("name", &self.name)
             .field("manual_clock", &self.clock.is_some())
             .field("custom_executor", &self.executor.is_some())
+            .field("drop_wait", &self.drop_wait)
             .finish()
     }
 }
@@ -82,6 +84,7 @@ impl Default for TimerBuilder {
             executor: None,
             on_panic: None,
             on_drop: None,
+            drop_wait: Self::DEFAULT_DROP_WAIT,
             isolation: Some(Isolation::default()),
             on_isolation: None,
         }
@@ -91,6 +94,10 @@ impl Default for TimerBuilder {
 impl TimerBuilder {
     /// The smallest tick a timer accepts. Sleeping threads wake with roughly this precision.
     pub const MIN_TICK: Duration = Duration::from_millis(1);
+
+    /// How long a dropped timer waits for its running tasks by default (see
+    /// [`drop_wait`](Self::drop_wait)).
+    pub const DEFAULT_DROP_WAIT: Duration = Duration::from_secs(1);
 
     /// Width of a level-0 bucket: the timer's precision. Default 1 ms; at least
     /// [`MIN_TICK`](Self::MIN_TICK).
@@ -250,6 +257,20 @@ impl TimerBuilder {
         self
     }
 
+    /// The longest a dropped [`Timer`] waits for the tasks running then. Default
+    /// [`DEFAULT_DROP_WAIT`](Self::DEFAULT_DROP_WAIT), 1 s: a timer dropped in async code blocks
+    /// the runtime's worker for that long at most. A task still running then keeps running on
+    /// its pool (a thread cannot be stopped from outside), and its job drops its closure when it
+    /// ends; a repeating one ends after its current run. `Duration::MAX` waits without a limit;
+    /// `Duration::ZERO` does not wait. (Before the wait, the drop joins the tick thread, which
+    /// runs no task, unless a pool that could not start left the tasks to it: see
+    /// [`threads`](Self::threads).) The [`on_drop`](Self::on_drop) hook gets the tasks that never
+    /// ran either way. To wait without blocking, await [`Timer::shutdown_async`] before the drop.
+    pub fn drop_wait(mut self, limit: Duration) -> Self {
+        self.drop_wait = limit;
+        self
+    }
+
     /// Builds the timer and starts its tick thread (its pool, if it has one of its own or uses
     /// the shared one, starts with the first task that needs it: see [`threads`](Self::threads)).
     pub fn build(self) -> Result<Timer, BuildError> {
@@ -310,6 +331,6 @@ impl TimerBuilder {
             on_isolation: self.on_isolation,
             name: self.name.clone(),
         });
-        Timer::start(core, &self.name, self.on_drop).map_err(BuildError::Spawn)
+        Timer::start(core, &self.name, self.on_drop, self.drop_wait).map_err(BuildError::Spawn)
     }
 }

@@ -85,7 +85,7 @@ impl LazyPool {
     }
 
     /// True once the pool's threads run (for tests).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     fn started(&self) -> bool {
         matches!(self.pool.get(), Some(Some(_)))
     }

@@ -7,4 +7,5 @@ mod support;
 mod isolation;
 mod layers;
 mod lazy_pool;
+mod shutdown_async;
 mod tasks;
