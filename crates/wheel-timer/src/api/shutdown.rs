@@ -147,7 +147,7 @@ fn report(core: &Arc<Core>, collected: Collected) -> ShutdownReport {
     }
 }
 
-/// A shutdown in progress, from [`Timer::shutdown_async`]: resolves to its [`ShutdownReport`]
+/// A shutdown in progress, from [`Timer::shutdown_async`](crate::Timer::shutdown_async): resolves to its [`ShutdownReport`]
 /// once the tasks that were running have finished, without blocking the thread that polls it.
 ///
 /// The shutdown has begun when the future is made, polled or not: adds are refused, the tasks
