@@ -12,6 +12,8 @@
 //! - Periodic tasks at a fixed rate, with a [`MisfirePolicy`] for when the timer fell behind.
 //! - `max_pending` backpressure refuses an add with an error that hands the task back.
 //! - [`Timer::shutdown`] returns every task that never ran; calling it from a task is fine.
+//!   [`Timer::shutdown_async`] does so from async code without blocking; a dropped timer waits
+//!   for running tasks at most [`TimerBuilder::drop_wait`].
 //! - A [`ManualClock`] drives the same code in tests: days of timers in milliseconds.
 //! - Slow classes of tasks move to a slow pool so punctual ones never wait behind them
 //!   ([`Isolation`]); a task may name its own executor; timers share one pool by default.
@@ -104,7 +106,7 @@ pub use api::builder::TimerBuilder;
 pub use api::error::{AddError, BuildError};
 pub use api::future::{Interval, Sleep, Timeout, TimeoutError};
 pub use api::handle::{TaskState, TimerHandle};
-pub use api::shutdown::{ShutdownOptions, ShutdownReport};
+pub use api::shutdown::{ShutdownFuture, ShutdownOptions, ShutdownReport};
 pub use api::stats::{ClassStats, RunTimes, Stats};
 pub use api::task::context::WeakTimer;
 pub use api::task::{OnceBody, RepeatBody, Task};

@@ -2,10 +2,9 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::thread::available_parallelism;
 use std::time::{Duration, Instant};
 
-use tickwheel_executor::{Executor, PoolError, RayonExecutor};
+use tickwheel_executor::Executor;
 use tickwheel_reaper::{Clock, RealClock, duration_to_ns};
 
 #[cfg(doc)]
@@ -18,6 +17,7 @@ use crate::api::timer::Timer;
 use crate::service::class::{Isolation, IsolationHook};
 use crate::service::core::{Config, Core};
 use crate::service::panic::{Hook, Panics};
+use crate::service::pool::LazyPool;
 
 /// Configures a [`Timer`]. Every value is validated by [`build`](Self::build).
 ///
@@ -52,6 +52,7 @@ pub struct TimerBuilder {
     executor: Option<Arc<dyn Executor>>,
     on_panic: Option<Hook>,
     on_drop: Option<DropHook>,
+    drop_wait: Duration,
     isolation: Option<Isolation>,
     on_isolation: Option<IsolationHook>,
 }
@@ -66,6 +67,7 @@ impl fmt::Debug for TimerBuilder {
             .field("name", &self.name)
             .field("manual_clock", &self.clock.is_some())
             .field("custom_executor", &self.executor.is_some())
+            .field("drop_wait", &self.drop_wait)
             .finish()
     }
 }
@@ -82,6 +84,7 @@ impl Default for TimerBuilder {
             executor: None,
             on_panic: None,
             on_drop: None,
+            drop_wait: Self::DEFAULT_DROP_WAIT,
             isolation: Some(Isolation::default()),
             on_isolation: None,
         }
@@ -91,6 +94,10 @@ impl Default for TimerBuilder {
 impl TimerBuilder {
     /// The smallest tick a timer accepts. Sleeping threads wake with roughly this precision.
     pub const MIN_TICK: Duration = Duration::from_millis(1);
+
+    /// How long a dropped timer waits for its running tasks by default (see
+    /// [`drop_wait`](Self::drop_wait)).
+    pub const DEFAULT_DROP_WAIT: Duration = Duration::from_secs(1);
 
     /// Width of a level-0 bucket: the timer's precision. Default 1 ms; at least
     /// [`MIN_TICK`](Self::MIN_TICK).
@@ -113,6 +120,15 @@ impl TimerBuilder {
     /// own, as wide as the available parallelism (threads `tickwheel-shared-exec-{i}`), so a
     /// process may build many timers without a pool each. Ignored with
     /// [`executor`](Self::executor).
+    ///
+    /// Either pool is started by the first task handed to it, not by `build`: a timer used only
+    /// for futures ([`Timer::sleep`] and the others, woken where they are handed out) starts no
+    /// executor thread, only its tick thread. `threads(0)` is refused by `build`
+    /// ([`BuildError::ZeroThreads`]). A pool whose threads cannot be started then loses no task
+    /// and panics on nothing: the tasks run on the threads that hand them out (the tick thread,
+    /// or yours for a task already due), as on an [`InlineExecutor`](crate::InlineExecutor), and
+    /// the failure is reported once as a panic ([`Stats::panicked`](crate::Stats::panicked),
+    /// [`on_panic`](Self::on_panic)). It is not retried for that timer.
     pub fn threads(mut self, threads: usize) -> Self {
         self.threads = Some(threads);
         self
@@ -241,7 +257,22 @@ impl TimerBuilder {
         self
     }
 
-    /// Builds the timer and starts its threads.
+    /// The longest a dropped [`Timer`] waits for the tasks running then. Default
+    /// [`DEFAULT_DROP_WAIT`](Self::DEFAULT_DROP_WAIT), 1 s: a timer dropped in async code blocks
+    /// the runtime's worker for that long at most. A task still running then keeps running on
+    /// its pool (a thread cannot be stopped from outside), and its job drops its closure when it
+    /// ends; a repeating one ends after its current run. `Duration::MAX` waits without a limit;
+    /// `Duration::ZERO` does not wait. (Before the wait, the drop joins the tick thread, which
+    /// runs no task, unless a pool that could not start left the tasks to it: see
+    /// [`threads`](Self::threads).) The [`on_drop`](Self::on_drop) hook gets the tasks that never
+    /// ran either way. To wait without blocking, await [`Timer::shutdown_async`] before the drop.
+    pub fn drop_wait(mut self, limit: Duration) -> Self {
+        self.drop_wait = limit;
+        self
+    }
+
+    /// Builds the timer and starts its tick thread (its pool, if it has one of its own or uses
+    /// the shared one, starts with the first task that needs it: see [`threads`](Self::threads)).
     pub fn build(self) -> Result<Timer, BuildError> {
         tickwheel_reaper::barrier::init();
         if self.tick < Self::MIN_TICK {
@@ -258,16 +289,16 @@ impl TimerBuilder {
         if self.name.contains('\0') {
             return Err(BuildError::InvalidName { name: self.name });
         }
-        let pool_error = |e: PoolError| match e {
-            PoolError::ZeroThreads => BuildError::ZeroThreads,
-            other => BuildError::Spawn(std::io::Error::other(other)),
-        };
+        if self.executor.is_none() && self.threads == Some(0) {
+            return Err(BuildError::ZeroThreads);
+        }
+        let panics = Arc::new(Panics::new(self.on_panic));
+        // A pool is started by the first task handed to it (see `service/pool.rs`): a timer that
+        // only serves futures starts none.
         let executor: Arc<dyn Executor> = match (self.executor, self.threads) {
             (Some(e), _) => e,
-            (None, Some(threads)) => {
-                Arc::new(RayonExecutor::new(threads, &self.name).map_err(pool_error)?)
-            }
-            (None, None) => shared_pool().map_err(pool_error)?,
+            (None, Some(threads)) => Arc::new(LazyPool::own(threads, &self.name, panics.clone())),
+            (None, None) => Arc::new(LazyPool::shared(panics.clone())),
         };
         let (clock, origin): (Arc<dyn Clock>, Instant) = match self.clock {
             Some(clock) => {
@@ -295,24 +326,11 @@ impl TimerBuilder {
             wheel_size: self.wheel_size,
             max_pending: self.max_pending,
             executor,
-            panics: Panics::new(self.on_panic),
+            panics,
             isolation: self.isolation,
             on_isolation: self.on_isolation,
             name: self.name.clone(),
         });
-        Timer::start(core, &self.name, self.on_drop).map_err(BuildError::Spawn)
+        Timer::start(core, &self.name, self.on_drop, self.drop_wait).map_err(BuildError::Spawn)
     }
-}
-
-/// The pool of every timer that does not ask for its own: started by the first such timer, as
-/// wide as the available parallelism, and kept for the life of the process.
-fn shared_pool() -> Result<Arc<dyn Executor>, PoolError> {
-    static SHARED: std::sync::OnceLock<Arc<dyn Executor>> = std::sync::OnceLock::new();
-    if let Some(pool) = SHARED.get() {
-        return Ok(pool.clone());
-    }
-    let threads = available_parallelism().map_or(2, |n| n.get());
-    let pool: Arc<dyn Executor> = Arc::new(RayonExecutor::new(threads, "tickwheel-shared")?);
-    // Two first timers racing: one pool wins, the other is dropped (its threads end).
-    Ok(SHARED.get_or_init(|| pool).clone())
 }

@@ -28,7 +28,8 @@ pub enum BuildError {
         /// The refused name.
         name: String,
     },
-    /// The operating system refused to start a thread.
+    /// The operating system refused to start the tick thread. (A pool is started by the first
+    /// task that needs it, not at build: see [`TimerBuilder::threads`](crate::TimerBuilder::threads).)
     Spawn(std::io::Error),
 }
 

@@ -14,7 +14,7 @@ use crate::api::builder::TimerBuilder;
 use crate::api::error::{AddError, BuildError};
 use crate::api::future::{Interval, Sleep, Timeout};
 use crate::api::handle::TimerHandle;
-use crate::api::shutdown::{self, ShutdownOptions, ShutdownReport};
+use crate::api::shutdown::{self, ShutdownFuture, ShutdownOptions, ShutdownReport};
 use crate::api::stats::{ClassStats, RunTimes, Stats};
 use crate::api::task::Task;
 use crate::api::task::context::WeakTimer;
@@ -43,24 +43,32 @@ use crate::shard::Fire;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
-/// Dropping the timer shuts it down as [`shutdown`](Self::shutdown) does: it waits for the tasks
-/// running now, and the tasks that never ran (due ones on their way to the executor included)
-/// go to the [`on_drop`](crate::TimerBuilder::on_drop) hook if the builder set one, and are
-/// dropped otherwise. To keep them without a hook, call `shutdown` (or
-/// [`shutdown_with`](Self::shutdown_with)) before the drop.
+/// Dropping the timer shuts it down as [`shutdown`](Self::shutdown) does, but waits for the
+/// tasks running now for at most [`TimerBuilder::drop_wait`](crate::TimerBuilder::drop_wait)
+/// (1 s by default), so a drop in async code never blocks a runtime's worker for longer than
+/// that. A task still running then keeps running on its pool, and its job drops its closure when
+/// it ends (a repeating one ends after its current run), as with
+/// [`ShutdownOptions::wait_at_most`]. The tasks that never ran (due ones on their way to the
+/// executor included) go to the [`on_drop`](crate::TimerBuilder::on_drop) hook if the builder
+/// set one, and are dropped otherwise. To keep them without a hook, call `shutdown` (or
+/// [`shutdown_with`](Self::shutdown_with), or await [`shutdown_async`](Self::shutdown_async))
+/// before the drop; a drop after a shutdown has begun waits for nothing.
 pub struct Timer {
     core: Arc<Core>,
     /// Given the tasks that never ran when the timer is dropped. (`SyncWrapper`: only the drop,
     /// through `&mut`, reaches it, so the timer stays `Sync`.)
     on_drop: SyncWrapper<Option<DropHook>>,
+    /// The longest a drop waits for running tasks (`Duration::MAX`: no limit).
+    drop_wait: Duration,
 }
 
 /// See [`TimerBuilder::on_drop`](crate::TimerBuilder::on_drop).
 pub(crate) type DropHook = Box<dyn FnOnce(Vec<Task>) + Send>;
 
 impl Timer {
-    /// A timer with the defaults: tick 1 ms, 256 buckets per level, a rayon pool as wide as the
-    /// machine, no `max_pending`.
+    /// A timer with the defaults: tick 1 ms, 256 buckets per level, tasks on the process's shared
+    /// rayon pool (as wide as the machine, started by the first task that needs it: a timer used
+    /// only for futures starts no pool), no `max_pending`.
     pub fn new() -> Result<Timer, BuildError> {
         Timer::builder().build()
     }
@@ -75,6 +83,7 @@ impl Timer {
         core: Arc<Core>,
         name: &str,
         on_drop: Option<DropHook>,
+        drop_wait: Duration,
     ) -> std::io::Result<Timer> {
         let weak = Arc::downgrade(&core);
         core.reaper.spawn(name, move |batch: &mut Vec<Due<Fire>>| {
@@ -87,6 +96,7 @@ impl Timer {
         Ok(Timer {
             core,
             on_drop: SyncWrapper::new(on_drop),
+            drop_wait,
         })
     }
 
@@ -278,9 +288,10 @@ impl Timer {
     /// elapsed and counts in [`Stats::fired`](crate::Stats::fired); the others complete saying
     /// the timer shut down ([`Sleep::is_shutdown`],
     /// [`TimeoutError::Shutdown`](crate::TimeoutError::Shutdown), [`Interval::is_shutdown`]) and
-    /// count in [`Stats::returned`](crate::Stats::returned) with the returned tasks. (Shutdown
-    /// waits for running tasks, so call it from async code through your runtime's blocking
-    /// facility.)
+    /// count in [`Stats::returned`](crate::Stats::returned) with the returned tasks.
+    ///
+    /// It blocks the calling thread until the running tasks have finished: from async code, use
+    /// [`shutdown_async`](Self::shutdown_async), which does the same without blocking.
     ///
     /// ```
     /// use std::time::Duration;
@@ -324,6 +335,43 @@ impl Timer {
     /// ```
     pub fn shutdown_with(&self, options: ShutdownOptions) -> ShutdownReport {
         shutdown::shutdown(&self.core, options)
+    }
+
+    /// [`shutdown_with`](Self::shutdown_with) for async code: begins the shutdown at once, as
+    /// `shutdown_with` does (adds refused, the tasks that never ran collected, pending futures
+    /// woken), and returns a [`ShutdownFuture`] that resolves to the same [`ShutdownReport`]
+    /// once the tasks running now have finished, never blocking the thread that polls it (as
+    /// Java's `shutdown` returns at once and `awaitTermination` waits). It works under any
+    /// runtime, or a plain `block_on`.
+    ///
+    /// Called from inside one of this timer's tasks, it does not wait for that task (as
+    /// `shutdown`). With [`run_due`](ShutdownOptions::run_due) the due tasks run in one job on
+    /// the timer's executor, not on the polling thread, and the future resolves after them.
+    /// Idempotent like `shutdown`: a later call's future resolves at once to an empty report.
+    ///
+    /// # Panics
+    ///
+    /// With [`ShutdownOptions::wait_at_most`], before anything is done: the future has no clock
+    /// to wait by. Wrap it in your runtime's timeout instead (see [`ShutdownFuture`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tickwheel::{ShutdownOptions, Task, Timer};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let timer = Timer::new()?;
+    /// timer.add_or_submit(Task::after(Duration::from_secs(3600), || {}).keyed("lease-7"))?;
+    /// let report = timer.shutdown_async(ShutdownOptions::new()).await;
+    /// assert_eq!(report.still_running, 0);
+    /// assert_eq!(report.tasks[0].key(), Some("lease-7"));
+    /// assert!(timer.add_or_submit(Task::after(Duration::ZERO, || {})).is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn shutdown_async(&self, options: ShutdownOptions) -> ShutdownFuture {
+        shutdown::shutdown_async(&self.core, options)
     }
 
     /// Waits until every task handed to the executor so far has finished running (or was
@@ -379,7 +427,11 @@ impl Timer {
 
 impl Drop for Timer {
     fn drop(&mut self) {
-        let report = shutdown::shutdown(&self.core, ShutdownOptions::new());
+        let mut options = ShutdownOptions::new();
+        if self.drop_wait != Duration::MAX {
+            options = options.wait_at_most(self.drop_wait);
+        }
+        let report = shutdown::shutdown(&self.core, options);
         let hook = self.on_drop.get_mut().take();
         match hook {
             Some(hook) => {

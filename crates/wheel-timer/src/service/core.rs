@@ -70,8 +70,11 @@ pub(crate) struct Core {
     shards: Mutex<Vec<u32>>,
     /// Of those, the ones whose thread left, waiting for a new thread.
     spare: Mutex<Vec<u32>>,
+    /// The timer's executor: yours, or a [`LazyPool`](crate::service::pool::LazyPool) started
+    /// by the first task handed to it.
     pub(crate) executor: Arc<dyn Executor>,
-    pub(crate) panics: Panics,
+    /// Shared with the lazy pool, which reports through it a failure to start.
+    pub(crate) panics: Arc<Panics>,
     pub(crate) fired: CachePadded<AtomicU64>,
     pub(crate) skipped: CachePadded<AtomicU64>,
     pub(crate) returned: AtomicU64,
@@ -96,7 +99,7 @@ pub(crate) struct Config {
     pub(crate) wheel_size: usize,
     pub(crate) max_pending: Option<usize>,
     pub(crate) executor: Arc<dyn Executor>,
-    pub(crate) panics: Panics,
+    pub(crate) panics: Arc<Panics>,
     pub(crate) isolation: Option<Isolation>,
     /// See [`TimerBuilder::on_isolation`](crate::TimerBuilder::on_isolation).
     pub(crate) on_isolation: Option<IsolationHook>,

@@ -14,6 +14,7 @@
 //! | `shutdown.rs` | shutdown: refuse adds, collect, wait, run or hand back |
 //! | `lifecycle.rs` | open, closing, closed |
 //! | `panic.rs` | a task's panic, caught and counted |
+//! | `pool.rs` | the timer's own pool or the shared one, started by the first task that needs it |
 //! | `registry.rs` | the process-wide registry of shards |
 //! | `thread_cache.rs` | the thread-local cache through which a thread finds its own shard |
 //! | `class.rs`, `route.rs` | isolation: a class's record of slow runs, and where a due task runs |
@@ -30,6 +31,7 @@ pub(crate) mod histogram;
 pub(crate) mod job;
 pub(crate) mod lifecycle;
 pub(crate) mod panic;
+pub(crate) mod pool;
 pub(crate) mod registry;
 pub(crate) mod route;
 pub(crate) mod running;

@@ -2,6 +2,7 @@
 //! `wait_idle` waits out (a count that travels with each job, `job::InFlight`), and the runs that
 //! `shutdown` and a cancel of a running periodic task wait for ([`Running`], [`active`]).
 
+use std::task::Waker;
 use std::time::Instant;
 
 use crate::loom::atomic::{AtomicU64, Ordering::*, fence};
@@ -17,7 +18,11 @@ pub(crate) struct Running {
     queued: std::sync::atomic::AtomicU64,
     /// Threads in `wait_idle`: a job ending tells them only if there are any.
     idle_waiters: std::sync::atomic::AtomicU64,
-    lock: Mutex<()>,
+    /// The condition variable's lock, and the wakers of asynchronous shutdowns waiting for the
+    /// running jobs (`poll_others`): taken and woken, outside the lock, by every run that ends
+    /// while the timer is not open. Held for no user code (a waker is cloned before, and woken
+    /// after).
+    lock: Mutex<Vec<Waker>>,
     idle: Condvar,
 }
 
@@ -27,7 +32,7 @@ impl Running {
             count: AtomicU64::new(0),
             queued: std::sync::atomic::AtomicU64::new(0),
             idle_waiters: std::sync::atomic::AtomicU64::new(0),
-            lock: Mutex::new(()),
+            lock: Mutex::new(Vec::new()),
             idle: Condvar::new(),
         }
     }
@@ -111,6 +116,29 @@ impl Running {
             }
         }
     }
+
+    /// Jobs of this timer running besides `own`.
+    pub(crate) fn others(&self, own: u64) -> u64 {
+        self.count.load(SeqCst).saturating_sub(own)
+    }
+
+    /// Jobs of this timer running besides `own`; if there are any, `waker` (a clone made
+    /// before the lock) is woken when one of them ends. Checked under the lock a run's end takes
+    /// to wake the wakers, after registering: no end is missed. Called only once shutdown began
+    /// (the ends of runs wake only then: see [`RunningGuard`]).
+    pub(crate) fn poll_others(&self, own: u64, waker: Waker) -> u64 {
+        let mut wakers = self.lock.lock();
+        let others = self.count.load(SeqCst).saturating_sub(own);
+        let drop_outside = if others > 0 && !wakers.iter().any(|w| w.will_wake(&waker)) {
+            wakers.push(waker);
+            None
+        } else {
+            Some(waker)
+        };
+        drop(wakers);
+        drop(drop_outside); // the runtime's code: outside the lock
+        others
+    }
 }
 
 /// See [`Running::enter`].
@@ -127,8 +155,13 @@ impl Drop for RunningGuard<'_> {
         // Only a shutdown waits; it moves the lifecycle and fences before it reads the count.
         fence(SeqCst);
         if !self.lifecycle.is_open() {
-            drop(running.lock.lock());
+            let wakers = std::mem::take(&mut *running.lock.lock());
             running.idle.notify_all();
+            // Asynchronous shutdowns: each checks again and registers again if need be. A waker
+            // is the runtime's code: one that panics must not unwind out of a job's end.
+            for waker in wakers {
+                let _ = crate::service::panic::catch(|| waker.wake());
+            }
         }
     }
 }

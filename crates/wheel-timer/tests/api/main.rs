@@ -6,4 +6,6 @@ mod support;
 
 mod isolation;
 mod layers;
+mod lazy_pool;
+mod shutdown_async;
 mod tasks;

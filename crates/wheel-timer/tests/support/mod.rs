@@ -221,3 +221,16 @@ impl Drop for DropCount {
         self.0.fetch_add(1, SeqCst);
     }
 }
+
+/// True once `done()` is (polled every few milliseconds), false if 30 s pass first: for what
+/// another thread does in its own time. Asserts "eventually", never how soon.
+pub(crate) fn eventually(done: impl Fn() -> bool) -> bool {
+    let until = Instant::now() + Duration::from_secs(30);
+    while !done() {
+        if Instant::now() > until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    true
+}
