@@ -13,8 +13,10 @@
 //! | module | tables |
 //! |--------|--------|
 //! | `cost` | timeout cost (CPU, peak bytes) under a 2-worker runtime; sleep lateness |
+//! | `hot` | the hot loop: ns and CPU per operation, ours and tokio's, on a current-thread runtime |
 
 mod cost;
+mod hot;
 
 use std::process::ExitCode;
 
@@ -49,8 +51,11 @@ fn main() -> ExitCode {
     // stdout is the protocol: progress lines go there too, so wheelbench shows them as they come
     // (Rust's stdout is line-buffered, and every record ends its line).
     let mut progress = |msg: &str| print!("{}", wire::progress(msg));
+    // The cost part's timer and runtime are dropped before the hot loop starts: their threads
+    // would otherwise share the CPU clock the hot loop reads.
     let cost = cost::run(quick, &mut progress);
-    for part in [cost] {
+    let hot = hot::run(quick, &mut progress);
+    for part in [cost, hot] {
         for t in &part.tables {
             print!("{}", wire::table(t));
         }

@@ -6,7 +6,8 @@
 //! which would slow the baseline W11 compares against. This scenario builds that crate (release,
 //! this workspace's target directory, its own Cargo.lock), runs it (`--quick` passed through),
 //! shows its progress lines as they come, and turns its output ([`wire`]) into the report's
-//! tables and target checks: the timeout cost and lateness tables, W11.cpu and W11.p99.
+//! tables and target checks: the timeout cost, lateness and hot-loop tables, W11.cpu, W11.hot
+//! and W11.p99.
 
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
