@@ -306,7 +306,7 @@ pub(crate) fn run(quick: bool, progress: &mut dyn FnMut(&str)) -> Report {
             "tokio ns/op",
             "ours CPU ns/op",
             "tokio CPU ns/op",
-            "tokio/ours",
+            "tokio/ours (wall)",
         ],
     );
     let mut judged = Vec::new();

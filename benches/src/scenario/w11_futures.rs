@@ -47,7 +47,8 @@ fn build(progress: &mut dyn FnMut(&str)) -> Result<PathBuf, String> {
         manifest.display()
     ));
     let status = Command::new(&cargo)
-        .args(["build", "--release", "--manifest-path"])
+        // Quiet: the report's progress line says what is happening; errors and warnings still show.
+        .args(["build", "--release", "--quiet", "--manifest-path"])
         .arg(&manifest)
         .arg("--target-dir")
         .arg(&target)
