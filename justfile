@@ -6,10 +6,13 @@ default: test
 test:
     cargo test --workspace
 
-# Formatting and lints, as CI checks them.
+# Formatting and lints, as CI checks them; also W11's crate, benches/futures (outside the
+# workspace, so that its tokio is built without test-util).
 lint:
     cargo fmt --all --check
+    cargo fmt --manifest-path benches/futures/Cargo.toml --check
     cargo clippy --workspace --all-targets -- -D warnings
+    cargo clippy --manifest-path benches/futures/Cargo.toml --target-dir target --all-targets -- -D warnings
 
 # The main job, as the README gives it: every workload, quick mode.
 main:

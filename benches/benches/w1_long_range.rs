@@ -20,7 +20,7 @@ fn w1(c: &mut Criterion) {
     let few = &deadlines[..2_000];
     let mut g = c.benchmark_group("w1_long_range_2k");
     g.sample_size(10).measurement_time(Duration::from_secs(5));
-    let [ours, ..] = contenders();
+    let ours = contenders()[0];
     common::bench_insert_fire(&mut g, ours, few);
     common::bench_insert_fire(&mut g, Contender::of::<FlatWheel<u64>>(), few);
     g.finish();

@@ -14,7 +14,7 @@ fn w3(c: &mut Criterion) {
     let mut g = c.benchmark_group("w3_short_range_100k");
     g.sample_size(20).measurement_time(Duration::from_secs(3));
     // As `wheelbench` runs W3: the flat wheel second, after ours.
-    let mut list = contenders().to_vec();
+    let mut list = contenders();
     list.insert(1, Contender::of::<FlatWheel<u64>>());
     for q in list {
         common::bench_insert_fire(&mut g, q, &deadlines);

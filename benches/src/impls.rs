@@ -10,6 +10,7 @@
 //! The threaded baseline of W6, W10 and W12 is here too ([`mutex_heap`]: `Mutex<BinaryHeap>` and
 //! one timer thread), with the generational [`slab`] both heap baselines keep their items in.
 
+#[cfg(feature = "tokio-peers")]
 pub mod delay_queue;
 pub mod flat;
 pub mod heap;
@@ -27,6 +28,7 @@ use tickwheel_wheel::TimingWheel;
 use crate::scenario::{ChurnParams, UniformParams, churn, churn_uniform};
 use crate::workloads::{ChurnResult, Timing, insert_then_fire};
 use crate::{Cancel, TimerQueue};
+#[cfg(feature = "tokio-peers")]
 use delay_queue::TokioDelayQueue;
 use heap::LazyHeap;
 use hhwt::{Hhwt, HhwtCancel};
@@ -76,23 +78,26 @@ impl Canceller {
 }
 
 /// The implementations that insert and fire at any size, ours first: W1, W3 and W4, and the
-/// criterion benches of W1, W3 and W4.
-pub fn contenders() -> [Contender; 5] {
-    [
+/// criterion benches of W1, W3 and W4 (tokio-util's `DelayQueue` only with `tokio-peers`).
+pub fn contenders() -> Vec<Contender> {
+    vec![
         Contender::of::<TimingWheel<u64>>(),
         Contender::of::<LazyHeap<u64>>(),
         Contender::of::<Pq<u64>>(),
         Contender::of::<Hhwt<u64>>(),
+        #[cfg(feature = "tokio-peers")]
         Contender::of::<TokioDelayQueue<u64>>(),
     ]
 }
 
-/// The implementations that cancel, ours first: W2's two shapes, and its criterion bench.
-pub fn cancellers() -> [Canceller; 5] {
-    [
+/// The implementations that cancel, ours first: W2's two shapes, and its criterion bench
+/// (tokio-util's `DelayQueue` only with `tokio-peers`).
+pub fn cancellers() -> Vec<Canceller> {
+    vec![
         Canceller::of::<TimingWheel<u64>>(),
         Canceller::of::<LazyHeap<u64>>(),
         Canceller::of::<Pq<u64>>(),
+        #[cfg(feature = "tokio-peers")]
         Canceller::of::<TokioDelayQueue<u64>>(),
         Canceller::of::<HhwtCancel<u64>>(),
     ]

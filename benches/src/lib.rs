@@ -11,7 +11,7 @@
 //! | [`impls::heap`] | `std::collections::BinaryHeap` with lazy cancellation (`java.util.Timer` style) |
 //! | [`impls::pq`] | the `priority-queue` crate with real removal on cancel |
 //! | [`impls::hhwt`] | `hierarchical_hash_wheel_timer`'s `QuadWheelWithOverflow` (plain and cancellable) |
-//! | [`impls::delay_queue`] | `tokio-util`'s `DelayQueue` on a current-thread runtime with paused time |
+//! | `impls::delay_queue` | `tokio-util`'s `DelayQueue` on a current-thread runtime with paused time (feature `tokio-peers`, on by default) |
 //!
 //! [`impls`] also holds the registry of contenders that `wheelbench` and the criterion benches
 //! both draw from. [`scenario`] holds the workloads, one file each with its measurement (plain
@@ -24,7 +24,11 @@
 //! machine); [`report`] the tables, charts and targets.
 //!
 //! W6, W10 and W12 compare the service with [`impls::mutex_heap`] (`Mutex<BinaryHeap>` + one timer
-//! thread); W7 and W11 read CPU time and context switches from [`measure::procfs`]. [`impls::slab`] is the
+//! thread); W7 and W11 read CPU time and context switches from [`measure::procfs`]. W11 runs in a
+//! child process, `benches/futures`: a crate outside this workspace, so that its tokio is built
+//! without `test-util` (which this crate's `tokio-peers` feature, on by default, brings for the
+//! `DelayQueue` peer's paused clock); it uses this library with that feature off, and reports
+//! through [`report::wire`]. [`impls::slab`] is the
 //! generational slab both heap baselines keep their items in. W13 measures the durable jobs of
 //! `tickwheel-durable` on the disk, against a Redis sorted set and a PostgreSQL
 //! `FOR UPDATE SKIP LOCKED` worker (through the `redis` and `postgres` clients, where those

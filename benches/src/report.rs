@@ -1,8 +1,10 @@
 //! The report: result tables, as aligned text for the terminal and as Markdown for
-//! `docs/benchmarks.md`; the charts ([`svg`]); the targets and how each is judged ([`targets`]).
+//! `docs/benchmarks.md`; the charts ([`svg`]); the targets and how each is judged ([`targets`]);
+//! the line protocol a workload run in a child process reports through ([`wire`]).
 
 pub mod svg;
 pub mod targets;
+pub mod wire;
 
 use std::fmt::Write as _;
 use std::time::Duration;

@@ -17,7 +17,7 @@
 //! | W8 | `w8_accuracy.rs` | lateness of real-clock timers |
 //! | W9 | `w9_steady.rs` | a steady-state server's request-timeout mix |
 //! | W10 | `w10_six_million_tasks.rs` | six million tasks through the service |
-//! | W11 | `w11_futures.rs` | the timer's futures under tokio, against tokio's timer |
+//! | W11 | `w11_futures.rs`, measured in `benches/futures` | the timer's futures under tokio (built without `test-util`), against tokio's timer; hot loops |
 //! | W12 | `w12_slow_tasks.rs` | slow tasks among punctual ones |
 //! | W13 | `durable/w13_one_node.rs` | durable jobs (`tickwheel-durable`) on one node, against Redis and PostgreSQL pollers |
 //! | W14 | `durable/w14_cluster.rs` | durable jobs on PostgreSQL, 1 and 3 node processes, fail-over, against `SKIP LOCKED` pollers |

@@ -36,7 +36,7 @@ impl Lateness {
 }
 
 /// Signed nanoseconds from `deadline` to `now` (negative: early).
-pub(crate) fn signed_ns(now: Instant, deadline: Instant) -> i64 {
+pub fn signed_ns(now: Instant, deadline: Instant) -> i64 {
     match now.checked_duration_since(deadline) {
         Some(late) => i64::try_from(late.as_nanos()).unwrap_or(i64::MAX),
         None => -i64::try_from((deadline - now).as_nanos()).unwrap_or(i64::MAX),

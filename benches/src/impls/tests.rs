@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use tickwheel_wheel::TimingWheel;
 
+#[cfg(feature = "tokio-peers")]
 use super::delay_queue::TokioDelayQueue;
 use super::flat::FlatWheel;
 use super::heap::LazyHeap;
@@ -147,6 +148,7 @@ fn hhwt_cancel_matches_model() {
     with_cancel::<HhwtCancel<u64>>(31);
 }
 
+#[cfg(feature = "tokio-peers")]
 #[test]
 fn delay_queue_matches_model() {
     with_cancel::<TokioDelayQueue<u64>>(33);
@@ -243,6 +245,7 @@ fn workloads_verify_every_implementation() {
     small_workloads::<LazyHeap<u64>>(&long);
     small_workloads::<Pq<u64>>(&long);
     small_workloads::<HhwtCancel<u64>>(&long);
+    #[cfg(feature = "tokio-peers")]
     small_workloads::<TokioDelayQueue<u64>>(&long);
     workloads::insert_then_fire::<Hhwt<u64>>(&workloads::long_range_deadlines(2000, 1));
     scenario::insert_then_fire_one_advance(&workloads::long_range_deadlines(2000, 1));

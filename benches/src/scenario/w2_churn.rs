@@ -293,7 +293,7 @@ impl Scenario for Churn {
         let p = ChurnParams::for_live(live, window);
         let reps = 2;
         let counting = alloc::is_active();
-        let mut list = impls::cancellers().to_vec();
+        let mut list = impls::cancellers();
         list.push(Canceller::of::<FlatWheel<u64>>());
         let results: Vec<(&str, ChurnResult)> = list
             .iter()

@@ -40,7 +40,7 @@ impl Scenario for ShortRange {
         let n = cfg.n();
         let reps = cfg.reps();
         let deadlines = short_range_deadlines(n, SEED);
-        let mut list = impls::contenders().to_vec();
+        let mut list = impls::contenders();
         list.insert(1, Contender::of::<FlatWheel<u64>>());
         let plain = list.iter().position(|c| c.name == Hhwt::<u64>::NAME);
         let at = plain.map_or(list.len(), |i| i + 1);

@@ -45,7 +45,7 @@ impl Scenario for Growth {
             notes: Vec::new(),
         };
         let mut out = Outcome::default();
-        let mut list = impls::contenders().to_vec();
+        let mut list = impls::contenders();
         list.push(Contender::of::<FlatWheel<u64>>());
         let mut flat_last = None;
         let mut series: Vec<Series> = Vec::new();

@@ -12,6 +12,7 @@ use tickwheel_wheel::TimingWheel;
 
 use super::{Config, Outcome, Scenario};
 use crate::TimerQueue;
+#[cfg(feature = "tokio-peers")]
 use crate::impls::delay_queue::TokioDelayQueue;
 use crate::impls::flat::FlatWheel;
 use crate::impls::heap::LazyHeap;
@@ -144,6 +145,7 @@ impl Scenario for Memory {
             mem_row::<FlatWheel<Job>>(&deadlines, progress),
             mem_row::<Hhwt<Job>>(&deadlines, progress),
             mem_row::<HhwtCancel<Job>>(&deadlines, progress),
+            #[cfg(feature = "tokio-peers")]
             mem_row::<TokioDelayQueue<Job>>(&deadlines, progress),
         ];
         for (name, r) in &rows {

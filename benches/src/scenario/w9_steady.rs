@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use tickwheel_wheel::TimingWheel;
 
 use super::{Config, Outcome, Scenario, best_churn, ratio_of};
+#[cfg(feature = "tokio-peers")]
 use crate::impls::delay_queue::TokioDelayQueue;
 use crate::impls::heap::LazyHeap;
 use crate::impls::hhwt::HhwtCancel;
@@ -164,7 +165,7 @@ impl Scenario for Steady {
         // Each run is a minute of virtual time: two repetitions in the full run, one in quick.
         let reps = if cfg.quick { 1 } else { 2 };
         type Run = fn(&SteadyParams, usize, &mut dyn FnMut(&str)) -> ChurnResult;
-        let runs: [(&str, Run); 5] = [
+        let runs: Vec<(&str, Run)> = vec![
             (
                 <TimingWheel<u64> as TimerQueue<u64>>::NAME,
                 steady_best::<TimingWheel<u64>>,
@@ -172,6 +173,7 @@ impl Scenario for Steady {
             (LazyHeap::<u64>::NAME, steady_best::<LazyHeap<u64>>),
             (Pq::<u64>::NAME, steady_best::<Pq<u64>>),
             (HhwtCancel::<u64>::NAME, steady_best::<HhwtCancel<u64>>),
+            #[cfg(feature = "tokio-peers")]
             (
                 TokioDelayQueue::<u64>::NAME,
                 steady_best::<TokioDelayQueue<u64>>,
