@@ -237,23 +237,9 @@ impl<T> Slot<T> {
         from: impl Fn(Word) -> bool,
         to: impl Fn(Word) -> Word,
     ) -> Option<Word> {
-        let mut w = self.word();
-        loop {
-            if w.generation() != generation || !from(w) {
-                return None;
-            }
-            match self
-                .word
-                .compare_exchange_weak(w.0, to(w).0, AcqRel, Acquire)
-            {
-                Ok(_) => return Some(w),
-                Err(now) => w = Word(now),
-            }
-        }
+        self.exchange_when(generation, from, to, false)
     }
-}
 
-impl<T> Slot<T> {
     /// [`exchange`](Self::exchange) for a move that takes the task out of the cell: it waits
     /// while a future's poll holds the cell (`HELD`, see [`with_held`](Self::with_held)).
     #[inline]
@@ -263,13 +249,24 @@ impl<T> Slot<T> {
         from: impl Fn(Word) -> bool,
         to: impl Fn(Word) -> Word,
     ) -> Option<Word> {
+        self.exchange_when(generation, from, to, true)
+    }
+
+    #[inline(always)]
+    fn exchange_when(
+        &self,
+        generation: u32,
+        from: impl Fn(Word) -> bool,
+        to: impl Fn(Word) -> Word,
+        wait_held: bool,
+    ) -> Option<Word> {
         let mut w = self.word();
         let mut turn = 0;
         loop {
             if w.generation() != generation || !from(w) {
                 return None;
             }
-            if w.has(HELD) {
+            if wait_held && w.has(HELD) {
                 spin(turn);
                 turn += 1;
                 w = self.word();
