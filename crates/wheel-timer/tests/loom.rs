@@ -506,11 +506,11 @@ fn sleep_poll_races_shutdown() {
 }
 
 /// A polled `Sleep` is dropped while the tick thread fires it, and its thread makes and polls
-/// another at once, which may get the same slot and waker cell (the slot is the owner's again
-/// as soon as the fire or the drop lets it go). The drop takes its waker back out of the cell
-/// before the slot can be reused, and the fire takes it before it lets the slot go: the old
-/// waker is woken at most once, and the new sleep only by its own deadline, once.
-/// (Check of the check: with the fire's `take` moved after its `finish`, this fails.)
+/// another at once, which may get the same slot (the owner's again as soon as the fire or the
+/// drop lets it go). The waker is in the task: the drop's cancel or the fire's claim takes it
+/// out before the slot can be reused: the old waker is woken at most once, and the new sleep
+/// only by its own deadline, once. (Check of the check, 2026-11-27, when the waker had a cell
+/// of its own: with the fire's take of it moved after its `finish`, this failed.)
 #[test]
 fn sleep_drop_and_reuse_race_fire() {
     loom::model(|| {

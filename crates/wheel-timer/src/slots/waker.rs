@@ -18,9 +18,9 @@
 //!   can be vacated and reused: the waker it finds is this arming's.
 //!
 //! So either the poll finds the task gone (and is ready), or the ending side finds the waker: no
-//! wake-up is lost. A future that stops waiting on an arming takes its waker back out, or
-//! cancels the task with it inside (the cancel drops it), while its handle pins the slot, so no
-//! runtime task is kept alive by a timer it no longer waits on. A re-armed future (a `reset`
+//! wake-up is lost. A future that stops waiting on an arming takes its waker back out of the
+//! task, before its cancel or with it (a sleep in its ring, cancelled and vacated in one move),
+//! so no runtime task is kept alive by a timer it no longer waits on. A re-armed future (a `reset`
 //! that could not move its task) moves the waker to the new arming, or wakes it if that arming
 //! ended at once: whoever polled it still waits, and is woken by the new deadline without
 //! polling again.

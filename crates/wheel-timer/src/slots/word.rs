@@ -102,8 +102,10 @@ impl Word {
         matches!(self.state(), DONE | CANCELLED | RETURNED)
     }
 
-    /// The same word in `state` (flags other than `PERIODIC`, `WAKE` and `PLAIN` cleared, handles
-    /// kept).
+    /// The same word in `state` (`STOP`, `STAMPED` and `BUSY` cleared; `PERIODIC`, `WAKE`,
+    /// `PLAIN`, the handles, and `HELD` kept). `HELD` must survive a move between holding
+    /// states (a poll may hold the cell while the task is filed or handed out): cleared here, a
+    /// job's claim could take the task while the poll is in the cell.
     #[inline]
     pub(crate) fn with_state(self, state: State) -> Word {
         Word((self.0 & !(STATE_MASK | STOP | STAMPED | BUSY)) | state)

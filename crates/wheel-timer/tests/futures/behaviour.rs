@@ -122,8 +122,8 @@ fn a_deadline_already_passed_completes_at_once() {
 
 #[test]
 fn a_sleep_made_after_others_ended_starts_afresh() {
-    // A new sleep may get the slot, and the waker cell, of one that ended on this thread:
-    // whatever the old ones went through (fired, cancelled with a waker left in the cell), a new
+    // A new sleep may get the slot of one that ended on this thread: whatever the old ones
+    // went through (fired, cancelled with a waker left in their task), a new
     // one starts armed, with no waker and no outcome.
     let (clock, timer) = manual();
     let (old, old_waker) = counter();

@@ -1,4 +1,4 @@
-//! Hostile wakers and resets against the futures' waker cells (see `future/mod.rs`): a waker
+//! Hostile wakers and resets against where the futures keep their wakers (`slots/waker.rs`): a waker
 //! whose `clone` shuts the timer down, moves the clock or takes the shard's lock, and a reset of
 //! a sleep someone is waiting on while its task is being handed out. Found by an adversarial
 //! review on 2026-11-27; each failed (a hang, or a lost wake-up) before the fix.

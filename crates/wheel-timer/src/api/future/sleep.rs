@@ -54,9 +54,9 @@ pub struct Sleep {
     deadline: Option<u64>,
     /// How the current arming ended, once a poll saw it (or the timer refused it).
     ended: Option<Outcome>,
-    /// True once a waker may have been left in the current arming's cell: a sleep dropped
-    /// without a `Pending` poll then skips the cell, its lookup and its lock (a fifth of a
-    /// sleep made and dropped).
+    /// True once a waker may have been left in the current arming's task: a sleep dropped
+    /// without a `Pending` poll then takes none back out (when the waker had a cell of its
+    /// own, its look-up and lock were a fifth of a sleep made and dropped).
     waker_left: bool,
     timer: TimerRef,
 }
