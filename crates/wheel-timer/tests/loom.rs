@@ -562,6 +562,123 @@ fn sleep_drop_in_the_ring_races_stamping() {
     });
 }
 
+/// A sleep polled a second time, with a different waker, while the tick thread fires it: the
+/// second poll either sees the fire (ready) or leaves its waker for the fire to wake, replacing
+/// the first. One wake-up in all, of the waker the fire found; neither is kept by the timer.
+#[test]
+fn sleep_second_poll_races_fire() {
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let timer = manual(&clock);
+        let mut sleep = timer.sleep(MS);
+        let (first, first_waker) = counted_waker();
+        assert!(!poll_sleep(&mut sleep, &first_waker));
+        drop(first_waker);
+        let (second, second_waker) = counted_waker();
+        let poller = loom::thread::spawn(move || (poll_sleep(&mut sleep, &second_waker), sleep));
+        clock.advance(MS);
+        let (ready, sleep) = poller.join().unwrap();
+        assert!(sleep.is_elapsed());
+        let (a, b) = (first.0.load(SeqCst), second.0.load(SeqCst));
+        assert_eq!(a + b, 1, "woken {a} + {b} times");
+        assert!(
+            ready || b == 1,
+            "the second poll missed the fire and its waker was not woken"
+        );
+        drop(sleep);
+        assert_eq!(
+            Arc::strong_count(&first),
+            1,
+            "the timer kept the first waker"
+        );
+        assert_eq!(Arc::strong_count(&second), 1, "the timer kept the second");
+    });
+}
+
+/// A polled sleep is reset to a later deadline while the tick thread fires its current arming:
+/// the reset moves the waiting task (the fire finds nothing due), or the fire ends the arming
+/// and the reset arms anew, passing on the waker if it took it back first (else the fire woke
+/// it). Either way the next deadline wakes whoever waits, once, and never before it.
+#[test]
+fn sleep_reset_races_fire() {
+    loom::model(|| {
+        let clock = ManualClock::new();
+        let timer = manual(&clock);
+        let mut sleep = timer.sleep(MS);
+        let (wakes, waker) = counted_waker();
+        assert!(!poll_sleep(&mut sleep, &waker));
+        let later = sleep.deadline() + 2 * MS; // clock time 3 ms
+        let c = clock.clone();
+        let mover = loom::thread::spawn(move || c.advance(MS));
+        std::pin::Pin::new(&mut sleep).reset(later);
+        mover.join().unwrap();
+        let fired = wakes.0.load(SeqCst);
+        assert!(fired <= 1, "woken {fired} times by one arming");
+        if fired == 1 {
+            // Woken by the old arming: the task polls again, and waits for the new deadline.
+            assert!(
+                !poll_sleep(&mut sleep, &waker),
+                "ready before its new deadline"
+            );
+        }
+        clock.advance(MS);
+        assert_eq!(wakes.0.load(SeqCst), fired, "woken before the new deadline");
+        clock.advance(MS);
+        assert_eq!(
+            wakes.0.load(SeqCst),
+            fired + 1,
+            "the new deadline woke nobody"
+        );
+        assert!(poll_sleep(&mut sleep, &waker));
+        // The old arming may have fired without waking anyone: the reset took the waker back
+        // first (to pass it on), and the fire found none.
+        let stats = timer.stats();
+        assert!(
+            (1 + fired as u64..=2).contains(&stats.fired)
+                && stats.added == stats.cancelled + stats.fired,
+            "{stats:?}"
+        );
+        assert_eq!(timer.pending(), 0);
+        drop((sleep, waker));
+        assert_eq!(Arc::strong_count(&wakes), 1, "the timer kept the waker");
+    });
+}
+
+/// A polled sleep still unstamped in its shard's ring is dropped on another thread (the one-move
+/// cancel of `Shard::cancel_sole`, or the cancel after taking the waker back if a drain pins the
+/// slot) while the timer shuts down and its drain takes every waiting task: the task ends once,
+/// cancelled by the drop or shut down by the drain; a cancelled one is never woken, the waker
+/// is woken at most once, and the timer keeps no waker. (Woken by neither is right too: the drop
+/// took its waker back before the drain ended the task.)
+#[test]
+fn sleep_drop_in_the_ring_races_shutdown() {
+    loom::model(|| {
+        let clock = StepClock::new();
+        let timer = stepping(&clock);
+        let mut sleep = timer.sleep(Duration::from_secs(1));
+        let (old, old_waker) = counted_waker();
+        assert!(!poll_sleep(&mut sleep, &old_waker));
+        drop(old_waker);
+        let dropper = loom::thread::spawn(move || drop(sleep));
+        assert!(
+            timer.shutdown().is_empty(),
+            "a future's task is not handed back"
+        );
+        dropper.join().unwrap();
+        assert_eq!(Arc::strong_count(&old), 1, "the timer kept the waker");
+        let stats = timer.stats();
+        let woken = old.0.load(SeqCst);
+        assert_eq!(
+            stats.cancelled + stats.returned + stats.fired,
+            1,
+            "the task ended {stats:?}"
+        );
+        assert!(woken <= 1, "woken {woken} times");
+        assert!(stats.cancelled == 0 || woken == 0, "woken after its cancel");
+        assert_eq!(timer.pending(), 0);
+    });
+}
+
 /// The owner's own drain (a short delay is filed at once, and drains the ring with it) stamps a
 /// task's record while another thread cancels that task and drops its handle; then the owner adds
 /// again, and the free list may give it the cancelled task's slot. The owner's drain does not pin

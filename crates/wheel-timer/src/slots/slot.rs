@@ -287,10 +287,12 @@ impl<T> Slot<T> {
     /// waits meanwhile. `Err(word)`, without running `f`, if the slot holds no task of that
     /// generation (it ended, or was taken).
     ///
-    /// For the task's future only (it reaches the slot through `&mut`, so there is one caller
-    /// at a time per slot: the bit is not a lock between callers). `f` runs no foreign code (a
-    /// waker's `clone` or `drop` may do anything, including wait for this slot's task): it only
-    /// moves a waker in or out.
+    /// For the task's future (it reaches the slot through `&mut`, so one caller at a time per
+    /// slot in practice); a second caller would wait for the first, as the moves do, so the bit
+    /// is a lock between holders too and nothing rests on that practice. `f` runs no foreign code
+    /// (a waker's `clone` or `drop` may do anything, including wait for this slot's task): it
+    /// only moves a waker in or out. If `f` unwinds all the same, the bit is cleared on the way
+    /// out, so no move waits for ever.
     #[inline]
     pub(crate) fn with_held<R>(
         &self,
@@ -298,11 +300,17 @@ impl<T> Slot<T> {
         f: impl FnOnce(&mut T) -> R,
     ) -> Result<R, Word> {
         let mut w = self.word();
+        let mut turn = 0;
         loop {
             if w.generation() != generation || !holds(w.state()) {
                 return Err(w);
             }
-            debug_assert!(!w.has(HELD), "one holder at a time: {w:?}");
+            if w.has(HELD) {
+                spin(turn);
+                turn += 1;
+                w = self.word();
+                continue;
+            }
             match self
                 .word
                 .compare_exchange_weak(w.0, w.with(HELD).0, Acquire, Acquire)
@@ -311,16 +319,29 @@ impl<T> Slot<T> {
                 Err(now) => w = Word(now),
             }
         }
+        let held = Held(&self.word);
         // SAFETY: the word is in a holding state and this thread set `HELD`: every move that
-        // takes the task waits for the bit to clear (`exchange_out`), and nobody else writes the
-        // cell in a holding state (the owner writes it only while `VACANT`, a job only while
-        // `RUNNING`). The acquire above saw the release that put the task there.
+        // takes the task waits for the bit to clear (`exchange_out`), so does every other
+        // holder (above), and nobody else writes the cell in a holding state (the owner writes
+        // it only while `VACANT`, a job only while `RUNNING`). The acquire above saw the release
+        // that put the task there (or the previous holder's clearing of the bit).
         let r = self.task.with_mut(|cell| unsafe {
             f((*cell).as_mut().expect("a holding state holds its task"))
         });
-        // Release: the next taker, whose compare-and-swap acquires this, sees what `f` wrote.
-        self.word.fetch_and(!HELD, Release);
+        drop(held);
         Ok(r)
+    }
+}
+
+/// `HELD`, set on a slot's word by [`Slot::with_held`]: cleared when this is dropped, after the
+/// holder's closure returned or while it unwinds. Release: the next taker (or holder), whose
+/// compare-and-swap acquires this, sees what the closure wrote.
+struct Held<'a>(&'a AtomicU64);
+
+impl Drop for Held<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.fetch_and(!HELD, Release);
     }
 }
 
@@ -463,6 +484,7 @@ impl OwnedFree<'_> {
 mod tests {
     use super::*;
     use crate::slots::owner::Ownership;
+    use crate::slots::word::CANCELLED;
 
     fn claim<'a>(mine: &Ownership, slot: &'a Slot<u32>, index: u32) -> Option<Vacant<'a, u32>> {
         mine.with_free(|owned| owned.claim(slot, index)).flatten()
@@ -493,5 +515,59 @@ mod tests {
         v.publish(QUEUED, 0, 7);
         assert!(claim(&mine, &slot, 0).is_none(), "occupied");
         mine.detach(me);
+    }
+
+    /// A slot holding a `QUEUED` task `7` of generation 0, and its ownership (kept alive).
+    fn queued() -> (Ownership, Slot<u32>) {
+        let mine = Ownership::new();
+        let me = mine.attach().unwrap();
+        let slot = Slot::<u32>::default();
+        claim(&mine, &slot, 0).unwrap().publish(QUEUED, 0, 7);
+        mine.detach(me);
+        (mine, slot)
+    }
+
+    #[test]
+    fn a_holder_that_unwinds_lets_the_cell_go() {
+        let (_mine, slot) = queued();
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            slot.with_held(0, |_| panic!("a holder's closure panics"))
+        }));
+        assert!(unwound.is_err());
+        assert!(!slot.word().has(HELD), "the bit outlived its holder");
+        // A move that waits for the bit goes through (it would spin for ever otherwise).
+        let (old, task) = slot
+            .take(0, |w| w.state() == QUEUED, |w| w.with_state(CANCELLED))
+            .expect("the task is still there");
+        assert_eq!((old.state(), task), (QUEUED, 7));
+    }
+
+    #[test]
+    fn a_second_holder_waits_for_the_first() {
+        let (_mine, slot) = queued();
+        let inside = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            slot.with_held(0, |t| {
+                // While this thread holds the cell, another holder must not get in.
+                let other = s.spawn(|| {
+                    slot.with_held(0, |t| {
+                        *t += 1;
+                        inside.load(SeqCst)
+                    })
+                });
+                inside.store(true, SeqCst);
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                *t *= 10;
+                inside.store(false, SeqCst);
+                other
+            })
+            .unwrap()
+            .join()
+            .unwrap()
+            .map(|overlapped| assert!(!overlapped, "two holders at once"))
+            .unwrap();
+        });
+        let (_, task) = slot.take(0, |_| true, |w| w.with_state(CANCELLED)).unwrap();
+        assert_eq!(task, 71, "the second holder ran after the first");
     }
 }
