@@ -464,6 +464,18 @@ fn poll_sleep(sleep: &mut tickwheel::Sleep, waker: &std::task::Waker) -> bool {
         .is_ready()
 }
 
+/// A sleep of `delay` polled once with a counted waker (pending): the sleep, the count and
+/// the waker (the caller's to keep, or to drop as soon as it is not needed).
+fn polled_sleep(
+    timer: &Timer,
+    delay: Duration,
+) -> (tickwheel::Sleep, Arc<Count>, std::task::Waker) {
+    let mut sleep = timer.sleep(delay);
+    let (wakes, waker) = counted_waker();
+    assert!(!poll_sleep(&mut sleep, &waker), "ready before its deadline");
+    (sleep, wakes, waker)
+}
+
 /// A `Sleep` polled on one thread while `end` ends its arming on another: the poll either sees
 /// it end or leaves a waker that the ending side wakes. No lost wake-up, and never two; after
 /// both, `ended` holds.
@@ -516,9 +528,7 @@ fn sleep_drop_and_reuse_race_fire() {
     loom::model(|| {
         let clock = ManualClock::new();
         let timer = manual(&clock);
-        let mut sleep = timer.sleep(MS);
-        let (old, old_waker) = counted_waker();
-        assert!(!poll_sleep(&mut sleep, &old_waker));
+        let (sleep, old, _old_waker) = polled_sleep(&timer, MS);
         let c = clock.clone();
         let mover = loom::thread::spawn(move || c.advance(MS));
         drop(sleep);
@@ -547,10 +557,7 @@ fn sleep_drop_in_the_ring_races_stamping() {
     loom::model(|| {
         let clock = StepClock::new();
         let timer = stepping(&clock);
-        let mut sleep = timer.sleep(Duration::from_secs(1));
-        let (old, old_waker) = counted_waker();
-        assert!(!poll_sleep(&mut sleep, &old_waker));
-        drop(old_waker);
+        let (sleep, old, _) = polled_sleep(&timer, Duration::from_secs(1));
         let dropper = loom::thread::spawn(move || drop(sleep));
         clock.kick(0); // the tick thread drains the ring
         dropper.join().unwrap();
@@ -570,10 +577,7 @@ fn sleep_second_poll_races_fire() {
     loom::model(|| {
         let clock = ManualClock::new();
         let timer = manual(&clock);
-        let mut sleep = timer.sleep(MS);
-        let (first, first_waker) = counted_waker();
-        assert!(!poll_sleep(&mut sleep, &first_waker));
-        drop(first_waker);
+        let (mut sleep, first, _) = polled_sleep(&timer, MS);
         let (second, second_waker) = counted_waker();
         let poller = loom::thread::spawn(move || (poll_sleep(&mut sleep, &second_waker), sleep));
         clock.advance(MS);
@@ -604,9 +608,7 @@ fn sleep_reset_races_fire() {
     loom::model(|| {
         let clock = ManualClock::new();
         let timer = manual(&clock);
-        let mut sleep = timer.sleep(MS);
-        let (wakes, waker) = counted_waker();
-        assert!(!poll_sleep(&mut sleep, &waker));
+        let (mut sleep, wakes, waker) = polled_sleep(&timer, MS);
         let later = sleep.deadline() + 2 * MS; // clock time 3 ms
         let c = clock.clone();
         let mover = loom::thread::spawn(move || c.advance(MS));
@@ -655,10 +657,7 @@ fn sleep_drop_in_the_ring_races_shutdown() {
     loom::model(|| {
         let clock = StepClock::new();
         let timer = stepping(&clock);
-        let mut sleep = timer.sleep(Duration::from_secs(1));
-        let (old, old_waker) = counted_waker();
-        assert!(!poll_sleep(&mut sleep, &old_waker));
-        drop(old_waker);
+        let (sleep, old, _) = polled_sleep(&timer, Duration::from_secs(1));
         let dropper = loom::thread::spawn(move || drop(sleep));
         assert!(
             timer.shutdown().is_empty(),
