@@ -9,17 +9,13 @@ use std::time::{Duration, Instant};
 
 use tickwheel::{ManualClock, ShutdownOptions, Task, Timer};
 
-use crate::support::{Held, MS, SEC, counter, eventually, poll};
+use crate::support::{MS, SEC, counter, eventually, held, poll, pooled};
 
 /// A timer on a manual clock with a pool of `threads`, running one task that blocks until the
 /// returned sender sends (or is dropped); returns once the task has started.
 fn blocked(threads: usize) -> (ManualClock, Timer, mpsc::Sender<()>) {
     let clock = ManualClock::new();
-    let timer = Timer::builder()
-        .clock(clock.clone())
-        .threads(threads)
-        .build()
-        .unwrap();
+    let timer = pooled(&clock, threads);
     let (release, wait) = mpsc::channel::<()>();
     let (started, is_started) = mpsc::channel();
     timer
@@ -124,13 +120,7 @@ fn into_report_counts_the_tasks_still_running() {
 /// and the future resolves after it.
 #[test]
 fn run_due_runs_the_due_tasks_on_the_executor_then_resolves() {
-    let clock = ManualClock::new();
-    let held = Arc::new(Held::default());
-    let timer = Timer::builder()
-        .clock(clock.clone())
-        .executor(held.clone())
-        .build()
-        .unwrap();
+    let (_clock, held, timer) = held();
     let ran = Arc::new(AtomicBool::new(false));
     let r = ran.clone();
     timer
@@ -160,13 +150,7 @@ fn run_due_runs_the_due_tasks_on_the_executor_then_resolves() {
 /// The job of the due tasks dropped unrun by the executor: they are handed back, not lost.
 #[test]
 fn run_due_tasks_whose_job_is_dropped_come_back() {
-    let clock = ManualClock::new();
-    let held = Arc::new(Held::default());
-    let timer = Timer::builder()
-        .clock(clock.clone())
-        .executor(held.clone())
-        .build()
-        .unwrap();
+    let (_clock, held, timer) = held();
     timer
         .add_or_submit(Task::after(Duration::ZERO, || {}).keyed("due"))
         .unwrap();
@@ -193,13 +177,7 @@ fn wait_at_most_is_refused() {
 #[test]
 fn from_inside_a_task_it_does_not_wait_for_itself() {
     let clock = ManualClock::new();
-    let timer = Arc::new(
-        Timer::builder()
-            .clock(clock.clone())
-            .threads(1)
-            .build()
-            .unwrap(),
-    );
+    let timer = Arc::new(pooled(&clock, 1));
     let cell: Arc<OnceLock<Arc<Timer>>> = Arc::new(OnceLock::new());
     let _ = cell.set(timer.clone());
     let (tx, rx) = mpsc::channel();

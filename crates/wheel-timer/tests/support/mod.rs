@@ -192,6 +192,18 @@ pub(crate) fn pooled(clock: &ManualClock, threads: usize) -> Timer {
         .unwrap()
 }
 
+/// A timer on a manual clock whose executor keeps every job until the test runs it.
+pub(crate) fn held() -> (ManualClock, Arc<Held>, Timer) {
+    let clock = ManualClock::new();
+    let held = Arc::new(Held::default());
+    let timer = Timer::builder()
+        .clock(clock.clone())
+        .executor(held.clone())
+        .build()
+        .unwrap();
+    (clock, held, timer)
+}
+
 /// Readings of the manual clock at which something happened.
 #[derive(Clone, Default)]
 pub(crate) struct Log(Arc<Mutex<Vec<Duration>>>);
