@@ -178,21 +178,34 @@ fn lateness(
 }
 
 /// Nanoseconds per timeout that the runs `with` a timeout cost beyond the runs `without` it of
-/// the same rounds (`with[r]` against `without[r]`, `n` timeouts each): the median over the
-/// rounds (negative differences, noise, count as they are; the result is at least 0).
-fn paired_cost(with: &[Duration], without: &[Duration], n: usize) -> f64 {
+/// the same rounds (`with[r]` against `without[r]`, `n` timeouts each), one per round, sorted
+/// (negative differences, noise, are kept as they are).
+fn paired_costs(with: &[Duration], without: &[Duration], n: usize) -> Vec<f64> {
     let mut d: Vec<f64> = with
         .iter()
         .zip(without)
         .map(|(w, o)| (w.as_nanos() as f64 - o.as_nanos() as f64) / n as f64)
         .collect();
     d.sort_by(f64::total_cmp);
+    d
+}
+
+/// The median of sorted paired costs (see `paired_costs`), at least 0.
+fn median_cost(d: &[f64]) -> f64 {
     let median = match d.len() {
         0 => 0.0,
         len if len % 2 == 1 => d[len / 2],
         len => (d[len / 2 - 1] + d[len / 2]) / 2.0,
     };
     median.max(0.0)
+}
+
+/// What the rounds of sorted paired costs spread over: `lowest..highest` ns.
+fn spread(d: &[f64]) -> String {
+    match (d.first(), d.last()) {
+        (Some(lo), Some(hi)) => format!("{lo:.0}..{hi:.0}"),
+        _ => "-".to_owned(),
+    }
 }
 
 fn ms(ns: i64) -> String {
@@ -228,7 +241,8 @@ pub(crate) fn run(quick: bool, progress: &mut dyn FnMut(&str)) -> Report {
         }
     }
     let cpu = runs.each_ref().map(|r| r.iter().sum::<Duration>());
-    let cost = |i: usize| paired_cost(&runs[i], &runs[0], n);
+    let costs = |i: usize| paired_costs(&runs[i], &runs[0], n);
+    let cost = |i: usize| median_cost(&costs(i));
     let bytes = |i: usize| peak[i].saturating_sub(peak[0]) as f64 / n as f64;
     let (ours, theirs) = (cost(1), cost(2));
     let mut t = Table::new(
@@ -240,6 +254,7 @@ pub(crate) fn run(quick: bool, progress: &mut dyn FnMut(&str)) -> Report {
             "timeout",
             "CPU ms (all runs)",
             "timer ns/timeout",
+            "rounds' range ns",
             "peak B/timeout",
             "tokio/ours (CPU)",
         ],
@@ -259,6 +274,11 @@ pub(crate) fn run(quick: bool, progress: &mut dyn FnMut(&str)) -> Report {
             if i == 0 {
                 "-".to_owned()
             } else {
+                spread(&costs(i))
+            },
+            if i == 0 {
+                "-".to_owned()
+            } else {
                 format!("{:.0}", bytes(i))
             },
             match i {
@@ -268,7 +288,7 @@ pub(crate) fn run(quick: bool, progress: &mut dyn FnMut(&str)) -> Report {
             },
         ]);
     }
-    t.note("work = tokio::time::sleep(1..=100 ms) in every variant, so every timeout is cancelled when the work completes; timer cost = (process CPU of a run with the timeout - CPU of the run without it in the same round) / timeouts, the median over the rounds (variants alternating within each round), each run measured until 500 ms after its tasks ended (so work a timer defers, like our young queue filing its cancelled records, is charged to that run); the process CPU clock is read to the nanosecond, but the work alone varies by several ms between runs, so differences below about 50 ns per timeout are noise (a median of paired rounds, not a difference of sums: on a busy host one slow run moved a sum by hundreds of ns per timeout)");
+    t.note("work = tokio::time::sleep(1..=100 ms) in every variant, so every timeout is cancelled when the work completes; timer cost = (process CPU of a run with the timeout - CPU of the run without it in the same round) / timeouts, the median over the rounds (variants alternating within each round; the range column gives the lowest and highest round, so the noise is in sight of the median), each run measured until 500 ms after its tasks ended (so work a timer defers, like our young queue filing its cancelled records, is charged to that run); the process CPU clock is read to the nanosecond, but the work alone varies by several ms between runs, so differences below about 50 ns per timeout are noise (a median of paired rounds, not a difference of sums: on a busy host one slow run moved a sum by hundreds of ns per timeout)");
     t.note("peak B/timeout = (highest heap bytes during the run - the same without a timeout) / tasks, counting allocator");
     t.note("a process of its own (benches/futures, tokio built without test-util), so no workload runs before this one in it: until 2026-11-28 W11 ran inside wheelbench, after W10's 6M tasks in a full run, and the next timer reused W10's shards with their slot arrays (`--only W10,W11` on 2026-11-26: 929 and 1542 ns per timeout; `--only W11`, fresh: 750)");
     t.note("each run (here and in the lateness table) starts from a settled allocator (glibc's `malloc_trim`, outside the measurement): glibc merges the small blocks freed so far all at once, holding its arena's lock, at the first larger request; after W10's 6M closures, when W11 still ran in wheelbench's process, that took 0.6 s inside one of this workload's runs, and every thread that needed the allocator meanwhile waited, our tick thread included (before the settle, 4 of 10 `--only W10,W11` runs on 2026-11-26 had sleeps late by 0.3-1.3 s; 0 of 5 after)");
@@ -329,7 +349,13 @@ pub(crate) fn run(quick: bool, progress: &mut dyn FnMut(&str)) -> Report {
     out.checks.push((
         "W11.cpu",
         match resolved {
-            true => format!("{} vs {} ns", report::ns(ours), report::ns(theirs)),
+            true => format!(
+                "{} vs {} ns (rounds {} vs {})",
+                report::ns(ours),
+                report::ns(theirs),
+                spread(&costs(1)),
+                spread(&costs(2))
+            ),
             false => format!(
                 "{} vs {} ns: below the method's resolution",
                 report::ns(ours),
@@ -361,18 +387,37 @@ mod tests {
                 .map(|&m| Duration::from_millis(m))
                 .collect::<Vec<_>>()
         };
+        let cost = |with: &[u64], without: &[u64]| {
+            median_cost(&paired_costs(&ms(with), &ms(without), 1_000))
+        };
         // Rounds of 1,000 timeouts: 1, 2 and 30 ms more than the work alone (one slow round).
-        let cost = paired_cost(&ms(&[101, 202, 330]), &ms(&[100, 200, 300]), 1_000);
-        assert_eq!(cost, 2_000.0, "the median, not the mean (11 us)");
         assert_eq!(
-            paired_cost(&ms(&[101, 202]), &ms(&[100, 200]), 1_000),
-            1_500.0
+            cost(&[101, 202, 330], &[100, 200, 300]),
+            2_000.0,
+            "the median, not the mean (11 us)"
         );
+        assert_eq!(cost(&[101, 202], &[100, 200]), 1_500.0);
         assert_eq!(
-            paired_cost(&ms(&[99, 98, 101]), &ms(&[100, 100, 100]), 1_000),
+            cost(&[99, 98, 101], &[100, 100, 100]),
             0.0,
             "noise below zero is no cost"
         );
-        assert_eq!(paired_cost(&[], &[], 1_000), 0.0);
+        assert_eq!(cost(&[], &[]), 0.0);
+    }
+
+    #[test]
+    fn the_range_shows_the_lowest_and_highest_round() {
+        let ms = |v: &[u64]| {
+            v.iter()
+                .map(|&m| Duration::from_millis(m))
+                .collect::<Vec<_>>()
+        };
+        let d = paired_costs(&ms(&[101, 330, 98]), &ms(&[100, 300, 100]), 1_000);
+        assert_eq!(
+            spread(&d),
+            "-2000..30000",
+            "noise below zero is shown as it is"
+        );
+        assert_eq!(spread(&[]), "-");
     }
 }
